@@ -1,0 +1,27 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Configuration options of nova-ironic-multi.
+
+Options are registered on demand by :func:`register_opts`; nothing here reads
+a value, so importing the package never depends on the configuration.
+"""
+
+from oslo_config import cfg
+
+from nova_ironic_multi.conf import ironic_multi
+
+GROUP = ironic_multi.GROUP
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    """Register every option of this package on ``conf`` (idempotent)."""
+    ironic_multi.register_opts(conf)

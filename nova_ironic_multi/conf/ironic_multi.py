@@ -1,0 +1,348 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The ``[ironic_multi]`` option group.
+
+The connection to Ironic is not configured here: the driver reuses nova's
+``[ironic]`` keystoneauth and endpoint options, so moving a host from the
+in-tree driver changes only ``compute_driver``.
+"""
+
+from oslo_config import cfg
+
+GROUP = cfg.OptGroup(
+    'ironic_multi',
+    title='nova-ironic-multi options',
+    help="""
+Options of the nova-ironic-multi compute driver
+(``compute_driver = nova_ironic_multi.IronicDriver``): how Ironic nodes are
+divided between several nova-compute services, and how long the driver waits
+for Ironic. The connection to Ironic itself uses nova's ``[ironic]`` options.
+""")
+
+PARTITION_KEY_REGEX = r'^[a-zA-Z0-9_.-]*$'
+
+partition_opts = [
+    cfg.StrOpt(
+        'partition_key',
+        default=None,
+        mutable=True,
+        max_length=255,
+        regex=PARTITION_KEY_REGEX,
+        help="""
+The Ironic conductor group whose nodes this service may manage.
+
+When set, only nodes whose ``conductor_group`` matches (case-insensitively)
+are considered, and the nodes are divided only between the hosts in
+``peer_list``. The value is checked against every node Ironic returns, not
+only sent as a filter. Reloaded on SIGHUP.
+
+Possible values:
+
+* Unset (the default): nodes of every conductor group are eligible.
+* The empty string (``partition_key = ""``): only nodes in Ironic's default
+  conductor group. This differs from leaving the option unset.
+* A group name of up to 255 letters, digits, ``_``, ``.`` or ``-``.
+
+Related options:
+
+* ``peer_list``: required when this option is set.
+* ``[ironic] conductor_group``: nova's own option for the same purpose. If
+  both are set they must be equal; otherwise nova-compute refuses to start.
+"""),
+    cfg.ListOpt(
+        'peer_list',
+        default=[],
+        mutable=True,
+        help="""
+The nova-compute hosts that share the nodes selected by ``partition_key``.
+
+Only hosts that are listed here and whose nova-compute service is up take
+part in the division, so hosts that serve other conductor groups are never
+counted. Host names are compared case-insensitively. Reloaded on SIGHUP.
+
+Possible values:
+
+* An empty list (the default): with no ``partition_key``, the peers are
+  found by the ``membership_driver``.
+* A comma-separated list of host names that includes this host's ``[DEFAULT]
+  host``. A list without this host, or with two entries that differ only in
+  case, is refused.
+
+Related options:
+
+* ``partition_key``: when it is set this list must not be empty.
+* ``[ironic] peer_list``: nova's deprecated option for the same purpose. If
+  both are set they must name the same hosts.
+"""),
+    cfg.StrOpt(
+        'membership_driver',
+        default='servicegroup',
+        help="""
+How this service learns which peer nova-compute services are alive.
+
+Possible values:
+
+* ``servicegroup`` (default): the nova-compute services that manage Ironic
+  nodes and are up and enabled according to nova's servicegroup API
+  (``service_down_time`` and ``forced_down`` count).
+* ``static``: the hosts of ``peer_list`` that are up.
+* ``tooz``: the members of a tooz group that keep heartbeating, so a dead
+  host leaves within ``tooz_member_timeout`` seconds.
+* The name of any other plugin installed in the
+  ``nova_ironic_multi.membership`` entry point namespace.
+
+Related options:
+
+* ``peer_list``, ``tooz_backend_url``
+"""),
+    cfg.StrOpt(
+        'ring_algorithm',
+        default='compatible',
+        help="""
+The algorithm that maps each free Ironic node to one of the live peers.
+
+Every peer must use the same algorithm and exponent, or two hosts may claim
+the same node.
+
+Possible values:
+
+* ``compatible`` (default): exactly the mapping of nova's in-tree Ironic
+  driver at the same exponent, so hosts can be moved from the in-tree driver
+  one at a time.
+* ``balanced``: a mapping that spreads nodes far more evenly and moves few
+  nodes when a peer joins or leaves. Use it for new fleets.
+* The name of any other plugin installed in the ``nova_ironic_multi.rings``
+  entry point namespace.
+
+Related options:
+
+* ``hash_partition_exponent``
+"""),
+    cfg.IntOpt(
+        'hash_partition_exponent',
+        default=5,
+        min=1,
+        max=10,
+        help="""
+The number of hash ring buckets per peer, as a power of two.
+
+Each peer is placed on the ring ``2 ** hash_partition_exponent`` times. More
+buckets spread nodes more evenly at the cost of a larger ring. nova's in-tree
+driver uses 5 (32 buckets); keep 5 while migrating from it.
+
+Possible values:
+
+* An integer from 1 to 10.
+
+Related options:
+
+* ``ring_algorithm``
+"""),
+]
+
+tooz_opts = [
+    cfg.StrOpt(
+        'tooz_backend_url',
+        secret=True,
+        help="""
+The tooz coordination back end used by ``membership_driver = tooz``.
+
+Possible values:
+
+* A tooz URL such as ``redis://127.0.0.1:6379`` or
+  ``etcd3+http://127.0.0.1:2379``.
+
+Related options:
+
+* ``membership_driver``, ``tooz_group``, ``tooz_heartbeat_interval``,
+  ``tooz_member_timeout``
+"""),
+    cfg.StrOpt(
+        'tooz_group',
+        default='nova-ironic-multi',
+        regex=r'^[a-zA-Z0-9_.-]+$',
+        help="""
+The name of the tooz group the peers join. The ``partition_key`` in force is
+appended, so peers of different conductor groups never share a group.
+
+Possible values:
+
+* Letters, digits, ``_``, ``.`` or ``-``.
+
+Related options:
+
+* ``tooz_backend_url``
+"""),
+    cfg.FloatOpt(
+        'tooz_heartbeat_interval',
+        default=1.0,
+        min=0.1,
+        max=60.0,
+        help="""
+Seconds between two heartbeats of this service to the tooz back end.
+
+Possible values:
+
+* A number from 0.1 to 60; it must be well below ``tooz_member_timeout``.
+
+Related options:
+
+* ``tooz_member_timeout``
+"""),
+    cfg.IntOpt(
+        'tooz_member_timeout',
+        default=10,
+        min=1,
+        max=3600,
+        help="""
+Seconds after its last heartbeat at which a peer is no longer a member.
+
+This bounds how long the free nodes of a dead host stay unmanaged.
+
+Possible values:
+
+* An integer from 1 to 3600.
+
+Related options:
+
+* ``tooz_heartbeat_interval``
+"""),
+]
+
+ironic_wait_opts = [
+    cfg.FloatOpt(
+        'poll_interval',
+        default=2.0,
+        min=0.1,
+        max=60.0,
+        help="""
+Seconds between two reads of a node while waiting for Ironic to finish a
+deploy, tear-down, power change, rescue or console change.
+
+Possible values:
+
+* A number from 0.1 to 60.
+
+Related options:
+
+* ``deploy_timeout``, ``unprovision_timeout``, ``power_timeout``,
+  ``rescue_timeout``, ``console_timeout``
+"""),
+    cfg.IntOpt(
+        'deploy_timeout',
+        default=3600,
+        min=1,
+        help="""
+Seconds to wait for a deploy or rebuild to reach ``active`` before the build
+is failed, the node's reservation released and the instance rescheduled.
+
+Possible values:
+
+* A positive integer.
+
+Related options:
+
+* ``poll_interval``
+"""),
+    cfg.IntOpt(
+        'unprovision_timeout',
+        default=600,
+        min=1,
+        help="""
+Seconds to wait, when an instance is deleted, for its node to leave the
+deployed states (cleaning counts as done).
+
+Possible values:
+
+* A positive integer.
+
+Related options:
+
+* ``poll_interval``
+"""),
+    cfg.IntOpt(
+        'power_timeout',
+        default=300,
+        min=1,
+        help="""
+Seconds to wait for a power on, power off or reboot to finish.
+
+Possible values:
+
+* A positive integer.
+
+Related options:
+
+* ``poll_interval``
+"""),
+    cfg.IntOpt(
+        'rescue_timeout',
+        default=1800,
+        min=1,
+        help="""
+Seconds to wait for a rescue or unrescue to finish.
+
+Possible values:
+
+* A positive integer.
+
+Related options:
+
+* ``poll_interval``
+"""),
+    cfg.IntOpt(
+        'console_timeout',
+        default=60,
+        min=1,
+        help="""
+Seconds to wait for a node's console to be enabled or disabled.
+
+Possible values:
+
+* A positive integer.
+
+Related options:
+
+* ``poll_interval``
+"""),
+    cfg.FloatOpt(
+        'request_timeout',
+        default=60.0,
+        min=1.0,
+        help="""
+Seconds after which a single HTTP request to Ironic is abandoned, when
+``[ironic] timeout`` is not set. No request to Ironic waits forever.
+
+Possible values:
+
+* A number of seconds, at least 1.
+
+Related options:
+
+* ``[ironic] timeout``: takes precedence when set.
+"""),
+]
+
+ALL_OPTS = partition_opts + tooz_opts + ironic_wait_opts
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    # oslo.config registers a shallow copy of the group, sharing its option
+    # table: give every ConfigOpts a group of its own so that overrides on
+    # one (tests, the CLI) never show through another.
+    conf.register_group(cfg.OptGroup(GROUP.name, title=GROUP.title,
+                                     help=GROUP.help))
+    conf.register_opts(ALL_OPTS, group=GROUP)
+
+
+def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:
+    return [(GROUP, ALL_OPTS)]

@@ -1,0 +1,198 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""How the partition options resolve, and how contradictions are refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nova.conf import ironic as nova_ironic_conf
+from oslo_config import cfg
+import pytest
+
+from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi import partition
+
+
+def make_conf(ours: dict[str, Any] | None = None,
+              theirs: dict[str, Any] | None = None) -> cfg.ConfigOpts:
+    """A fresh ConfigOpts with nova's [ironic] and our options set."""
+    conf = cfg.ConfigOpts()
+    conf.register_opts(nova_ironic_conf.ironic_options, group='ironic')
+    nim_conf.register_opts(conf)
+    for k, v in (ours or {}).items():
+        conf.set_override(k, v, group='ironic_multi')
+    for k, v in (theirs or {}).items():
+        conf.set_override(k, v, group='ironic')
+    return conf
+
+
+def test_defaults_manage_every_node_with_servicegroup_peers() -> None:
+    part = partition.resolve(make_conf(), 'Host1')
+    assert part.host == 'host1'
+    assert part.scope == partition.Scope(None, None)
+    assert not part.scope.limited
+    assert part.peers is None
+    assert part.membership_driver == 'servicegroup'
+    assert (part.ring_algorithm, part.partition_exponent) == ('compatible', 5)
+
+
+def test_partition_key_with_peer_list() -> None:
+    conf = make_conf({'partition_key': 'Rack-A',
+                      'peer_list': ['Host1', 'host2']})
+    part = partition.resolve(conf, 'host1')
+    assert part.scope.conductor_group == 'rack-a'
+    assert part.peers == frozenset({'host1', 'host2'})
+
+
+def test_empty_partition_key_means_default_group_not_unset() -> None:
+    conf = make_conf({'partition_key': '', 'peer_list': ['host1']})
+    scope = partition.resolve(conf, 'host1').scope
+    assert scope.conductor_group == ''
+    assert scope.limited
+    assert scope.contains('', None)
+    assert scope.contains(None, None)
+    assert not scope.contains('rack-a', None)
+
+
+def test_scope_is_case_insensitive_for_groups_and_exact_for_shards() -> None:
+    scope = partition.Scope(conductor_group='rack-a', shard='s1')
+    assert scope.contains('RACK-A', 's1')
+    assert not scope.contains('rack-a', 'S1')
+    assert not scope.contains('rack-b', 's1')
+    assert partition.Scope().contains('anything', 'any')
+
+
+def test_partition_key_without_peer_list_is_refused() -> None:
+    conf = make_conf({'partition_key': 'rack-a'})
+    with pytest.raises(partition.InvalidPartition) as e:
+        partition.resolve(conf, 'host1')
+    assert '[ironic_multi] partition_key' in str(e.value)
+    assert '[ironic_multi] peer_list' in str(e.value)
+
+
+def test_partition_key_with_tooz_needs_no_peer_list() -> None:
+    conf = make_conf({'partition_key': 'rack-a',
+                      'membership_driver': 'tooz'})
+    part = partition.resolve(conf, 'host1')
+    assert part.peers is None
+    assert part.scope.conductor_group == 'rack-a'
+
+
+def test_peer_list_without_this_host_is_refused() -> None:
+    conf = make_conf({'partition_key': 'g', 'peer_list': ['host2', 'host3']})
+    with pytest.raises(partition.InvalidPartition) as e:
+        partition.resolve(conf, 'host1')
+    msg = str(e.value)
+    assert '[ironic_multi] peer_list' in msg
+    assert "'host1'" in msg and 'Fix' in msg
+
+
+def test_peer_list_is_compared_case_insensitively() -> None:
+    conf = make_conf({'peer_list': ['HOST1', 'host2']})
+    assert partition.resolve(conf, 'Host1').peers == {'host1', 'host2'}
+
+
+def test_peer_list_entries_differing_only_in_case_are_refused() -> None:
+    conf = make_conf({'peer_list': ['host1', 'Host2', 'host2']})
+    with pytest.raises(partition.InvalidPartition) as e:
+        partition.resolve(conf, 'host1')
+    assert "'Host2' and 'host2'" in str(e.value)
+
+
+def test_exact_duplicate_peer_is_harmless() -> None:
+    conf = make_conf({'peer_list': ['host1', 'host2', 'host2']})
+    assert partition.resolve(conf, 'host1').peers == {'host1', 'host2'}
+
+
+def test_empty_peer_entry_is_refused() -> None:
+    conf = make_conf({'peer_list': ['host1', ' ']})
+    with pytest.raises(partition.InvalidPartition, match='empty host name'):
+        partition.resolve(conf, 'host1')
+
+
+def test_static_membership_needs_a_peer_list() -> None:
+    conf = make_conf({'membership_driver': 'static'})
+    with pytest.raises(partition.InvalidPartition,
+                       match='membership_driver = static'):
+        partition.resolve(conf, 'host1')
+
+
+def test_nova_conductor_group_alone_is_honoured() -> None:
+    conf = make_conf({'peer_list': ['host1']},
+                     {'conductor_group': 'Rack-B'})
+    assert partition.resolve(conf, 'host1').scope.conductor_group == 'rack-b'
+
+
+def test_nova_partition_key_alias_alone_is_honoured() -> None:
+    # nova's [ironic] conductor_group is also known as partition_key.
+    conf = make_conf({}, {'conductor_group': 'g', 'peer_list': ['host1']})
+    part = partition.resolve(conf, 'host1')
+    assert part.scope.conductor_group == 'g'
+    assert part.peers == {'host1'}
+
+
+def test_equal_conductor_groups_agree() -> None:
+    conf = make_conf({'partition_key': 'RACK', 'peer_list': ['host1']},
+                     {'conductor_group': 'rack'})
+    assert partition.resolve(conf, 'host1').scope.conductor_group == 'rack'
+
+
+def test_contradicting_conductor_group_names_both_options() -> None:
+    conf = make_conf({'partition_key': 'rack-a', 'peer_list': ['host1']},
+                     {'conductor_group': 'rack-b'})
+    with pytest.raises(partition.InvalidPartition) as e:
+        partition.resolve(conf, 'host1')
+    msg = str(e.value)
+    assert '[ironic_multi] partition_key' in msg
+    assert '[ironic] conductor_group' in msg
+    assert 'Fix' in msg
+
+
+def test_contradicting_peer_lists_name_both_options() -> None:
+    conf = make_conf({'peer_list': ['host1', 'host2']},
+                     {'peer_list': ['host1', 'host3']})
+    with pytest.raises(partition.InvalidPartition) as e:
+        partition.resolve(conf, 'host1')
+    assert '[ironic_multi] peer_list' in str(e.value)
+    assert '[ironic] peer_list' in str(e.value)
+
+
+def test_equal_peer_lists_agree() -> None:
+    conf = make_conf({'peer_list': ['host1', 'HOST2']},
+                     {'peer_list': ['host2', 'host1']})
+    assert partition.resolve(conf, 'host1').peers == {'host1', 'host2'}
+
+
+def test_nova_peer_list_alone_is_honoured_and_checked() -> None:
+    conf = make_conf({}, {'peer_list': ['host2']})
+    with pytest.raises(partition.InvalidPartition,
+                       match=r'\[ironic\] peer_list'):
+        partition.resolve(conf, 'host1')
+
+
+def test_shard_without_peer_list_makes_this_host_the_only_peer() -> None:
+    part = partition.resolve(make_conf({}, {'shard': 'shard-1'}), 'Host1')
+    assert part.scope.shard == 'shard-1'
+    assert part.peers == {'host1'}
+
+
+def test_shard_with_peer_list_shares_the_shard() -> None:
+    conf = make_conf({'peer_list': ['host1', 'host2']}, {'shard': 's'})
+    assert partition.resolve(conf, 'host1').peers == {'host1', 'host2'}
+
+
+@pytest.mark.parametrize('bad', ['has space', 'a/b', 'x' * 256])
+def test_partition_key_syntax_is_enforced_by_the_option(bad: str) -> None:
+    conf = make_conf()
+    with pytest.raises(ValueError):
+        conf.set_override('partition_key', bad, group='ironic_multi')
