@@ -40,14 +40,16 @@ class PluginNotFound(LookupError):
 
 def available(namespace: str) -> list[str]:
     """Names registered in ``namespace``, sorted."""
-    mgr = extension.ExtensionManager(namespace, invoke_on_load=False)
+    mgr: extension.ExtensionManager[Any] = extension.ExtensionManager(
+        namespace, invoke_on_load=False)
     return sorted(mgr.names())
 
 
 def plugin(namespace: str, name: str, option: str | None = None) -> Any:
     """The object registered as ``name`` in ``namespace``, not invoked."""
     try:
-        mgr = sd_driver.DriverManager(namespace, name, invoke_on_load=False)
+        mgr: sd_driver.DriverManager[Any] = sd_driver.DriverManager(
+            namespace, name, invoke_on_load=False)
     except sd_exc.NoMatches as e:
         raise PluginNotFound(namespace, name, option) from e
     return mgr.driver
@@ -65,6 +67,7 @@ def driver_class(name: str) -> type:
         # with a plugin look-up.
         raise AttributeError(name)
     try:
-        return plugin(DRIVERS_NAMESPACE, name, 'compute_driver')
+        cls: type = plugin(DRIVERS_NAMESPACE, name, 'compute_driver')
     except PluginNotFound as e:
         raise AttributeError(str(e)) from e
+    return cls
