@@ -1,0 +1,147 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Membership against nova's real service records and servicegroup API."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+
+from nova import context as nova_context
+from nova.conf import CONF
+from nova import objects
+from nova import test
+from oslo_utils import fixture as utils_fixture
+from oslo_utils import timeutils
+
+from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi import loader
+from nova_ironic_multi import membership
+from nova_ironic_multi import ownership
+from nova_ironic_multi import partition
+from nova_ironic_multi import rings
+
+
+def make_service(ctxt: nova_context.RequestContext, host: str,
+                 hypervisor_type: str | None = 'ironic',
+                 **fields: object) -> objects.Service:
+    svc = objects.Service(ctxt, host=host, binary='nova-compute',
+                          topic='compute', report_count=1, **fields)
+    svc.create()
+    if hypervisor_type:
+        objects.ComputeNode(
+            ctxt, host=host, hypervisor_hostname=str(uuid.uuid4()),
+            uuid=str(uuid.uuid4()), hypervisor_type=hypervisor_type,
+            hypervisor_version=1, vcpus=0, memory_mb=0, local_gb=0,
+            vcpus_used=0, memory_mb_used=0, local_gb_used=0, cpu_info='',
+            disk_available_least=0, free_ram_mb=0, free_disk_gb=0,
+            current_workload=0, running_vms=0).create()
+    return svc
+
+
+class NovaMembershipTest(test.TestCase):
+
+    def setUp(self) -> None:
+        super().setUp()
+        nim_conf.register_opts(CONF)
+        self.ctxt = nova_context.get_admin_context()
+
+    def partition(self, host: str, **ours: object) -> partition.Partition:
+        for name, value in ours.items():
+            self.flags(group='ironic_multi', **{name: value})
+        return partition.resolve(CONF, host)
+
+    def peers(self, plugin: str, host: str, **ours: object) -> set[str]:
+        part = self.partition(host, membership_driver=plugin, **ours)
+        return set(membership.load(plugin, CONF, host).live_peers(part))
+
+    def test_up_ironic_computes_lower_cased_plus_this_host(self) -> None:
+        make_service(self.ctxt, 'host1')
+        make_service(self.ctxt, 'Host2')
+        make_service(self.ctxt, 'libvirt1', hypervisor_type='QEMU')
+        self.assertEqual({'host1', 'host2', 'newhost'},
+                         self.peers('servicegroup', 'NewHost'))
+        self.assertEqual({'host1', 'host2'},
+                         self.peers('servicegroup', 'Host2'))
+
+    def test_forced_down_and_disabled_peers_are_dropped(self) -> None:
+        make_service(self.ctxt, 'host1')
+        make_service(self.ctxt, 'host2', forced_down=True)
+        make_service(self.ctxt, 'host3', disabled=True)
+        self.assertEqual({'host1'}, self.peers('servicegroup', 'host1'))
+
+    def test_service_down_time_counts(self) -> None:
+        make_service(self.ctxt, 'host1')
+        make_service(self.ctxt, 'host2')
+        self.flags(service_down_time=60)
+        later = timeutils.utcnow() + datetime.timedelta(seconds=61)
+        self.useFixture(utils_fixture.TimeFixture(later))
+        # host2 stopped reporting; host1 is this service, always a member.
+        self.assertEqual({'host1'}, self.peers('servicegroup', 'host1'))
+
+    def test_peer_list_limits_the_peers(self) -> None:
+        for h in ('host1', 'host2', 'host3'):
+            make_service(self.ctxt, h)
+        self.assertEqual({'host1', 'host3'},
+                         self.peers('servicegroup', 'host1',
+                                    peer_list=['host1', 'HOST3']))
+
+    def test_static_counts_listed_services_even_without_nodes(self) -> None:
+        make_service(self.ctxt, 'host1')
+        make_service(self.ctxt, 'host2', hypervisor_type=None)
+        make_service(self.ctxt, 'host3', forced_down=True)
+        make_service(self.ctxt, 'host4')
+        self.assertEqual(
+            {'host1', 'host2'},
+            self.peers('static', 'host1',
+                       peer_list=['host1', 'host2', 'host3']))
+
+    def test_regression_disabled_host_does_not_double_claim(self) -> None:
+        # Upstream: a disabled service kept itself in its own ring while its
+        # peers dropped it, so its share was claimed twice for ever.
+        for h in ('host1', 'host2', 'host3'):
+            make_service(self.ctxt, h, disabled=(h == 'host2'))
+        nodes = [ownership_node(i) for i in range(200)]
+        owned = {}
+        for host in ('host1', 'host2', 'host3'):
+            members = self.peers('servicegroup', host)
+            self.assertNotIn('host2', members)
+            ring = rings.load('compatible', members, 5)
+            owned[host] = ownership.select(
+                nodes, set(), ring.select, host, partition.Scope()).owned
+        self.assertEqual(set(), owned['host2'])
+        self.assertEqual(set(), owned['host1'] & owned['host3'])
+        self.assertEqual({n.uuid for n in nodes},
+                         owned['host1'] | owned['host3'])
+
+    def test_disabled_new_host_is_not_a_member_of_its_own_ring(self) -> None:
+        make_service(self.ctxt, 'host1')
+        make_service(self.ctxt, 'host9', hypervisor_type=None, disabled=True)
+        self.assertEqual({'host1'}, self.peers('servicegroup', 'host9'))
+
+    def test_unknown_plugin_names_the_option(self) -> None:
+        exc = self.assertRaises(loader.PluginNotFound, membership.load,
+                                'gossip', CONF, 'host1')
+        self.assertIn('[ironic_multi] membership_driver', str(exc))
+        self.assertIn('servicegroup', str(exc))
+
+
+class _Node:
+    def __init__(self, uuid: str) -> None:
+        self.uuid = uuid
+        self.instance_uuid = None
+        self.conductor_group = None
+        self.shard = None
+
+
+def ownership_node(i: int) -> _Node:
+    return _Node(str(uuid.UUID(int=i * 7919 + 1)))

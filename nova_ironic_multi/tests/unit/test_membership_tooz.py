@@ -1,0 +1,168 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""tooz membership against the machine's real Redis."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+from nova import context as nova_context
+from nova.conf import CONF
+from nova import objects
+from nova import test
+import redis
+
+from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi import membership
+from nova_ironic_multi.membership import toozgroup
+from nova_ironic_multi import partition
+
+REDIS_URL = os.environ.get('NIM_REDIS_URL', 'redis://127.0.0.1:6379')
+
+# A peer in its own process: joins the group through the plugin's background
+# thread, says "ready" once it has read the group, then waits to be killed.
+PEER_SCRIPT = """
+import sys, time
+from oslo_config import cfg
+from nova_ironic_multi import conf
+from nova_ironic_multi import partition
+from nova_ironic_multi.membership import toozgroup
+c = cfg.ConfigOpts()
+conf.register_opts(c)
+c.set_override('tooz_backend_url', sys.argv[1], 'ironic_multi')
+c.set_override('tooz_group', sys.argv[2], 'ironic_multi')
+c.set_override('tooz_member_timeout', 2, 'ironic_multi')
+c.set_override('tooz_heartbeat_interval', 0.3, 'ironic_multi')
+peer = toozgroup.ToozMembership(c, 'host2')
+peer._want = toozgroup.group_name(sys.argv[2], partition.Scope())
+peer.start()
+while peer._reading is None:
+    time.sleep(0.05)
+print('ready', flush=True)
+time.sleep(600)
+"""
+
+
+class ToozMembershipTest(test.TestCase):
+
+    def setUp(self) -> None:
+        super().setUp()
+        nim_conf.register_opts(CONF)
+        self.group = 'nim-test-%s' % uuid.uuid4().hex
+        self.flags(group='ironic_multi', membership_driver='tooz',
+                   tooz_backend_url=REDIS_URL, tooz_group=self.group,
+                   tooz_member_timeout=2, tooz_heartbeat_interval=0.3)
+        self.plugins: list[membership.Membership] = []
+        self.addCleanup(self._cleanup_redis)
+
+    def _cleanup_redis(self) -> None:
+        for plugin in self.plugins:
+            plugin.stop()
+        client = redis.Redis.from_url(REDIS_URL)
+        for key in client.scan_iter('*%s*' % self.group):
+            client.delete(key)
+        for plugin in self.plugins:
+            client.delete('_tooz_beats:%s' % plugin.host.lower())
+
+    def member(self, host: str) -> membership.Membership:
+        plugin = membership.load('tooz', CONF, host)
+        self.plugins.append(plugin)
+        return plugin
+
+    def part(self, host: str, key: str | None = None) -> partition.Partition:
+        self.flags(group='ironic_multi', partition_key=key)
+        return partition.resolve(CONF, host)
+
+    def wait_for(self, plugin: membership.Membership,
+                 part: partition.Partition, expected: set[str],
+                 timeout: float = 10.0) -> float:
+        start = time.monotonic()
+        while time.monotonic() - start < timeout:
+            if set(plugin.live_peers(part)) == expected:
+                return time.monotonic() - start
+            time.sleep(0.1)
+        self.fail('peers never became %s, last %s'
+                  % (expected, set(plugin.live_peers(part))))
+
+    def test_members_see_each_other_lower_cased(self) -> None:
+        one, two = self.member('Host1'), self.member('host2')
+        self.assertEqual({'host1'}, set(one.live_peers(self.part('Host1'))))
+        two.live_peers(self.part('host2'))
+        self.wait_for(one, self.part('Host1'), {'host1', 'host2'})
+
+    def test_a_killed_member_leaves_within_the_member_timeout(self) -> None:
+        one = self.member('host1')
+        # host2 is a separate process, killed with SIGKILL: no goodbye.
+        child = subprocess.Popen(
+            [sys.executable, '-c', PEER_SCRIPT, REDIS_URL, self.group],
+            stdout=subprocess.PIPE, text=True)
+        self.addCleanup(child.wait)
+        self.addCleanup(child.kill)
+        self.assertEqual('ready', child.stdout.readline().strip())
+        self.wait_for(one, self.part('host1'), {'host1', 'host2'})
+        child.send_signal(signal.SIGKILL)
+        took = self.wait_for(one, self.part('host1'), {'host1'})
+        # tooz_member_timeout is 2 s; allow for polling and heartbeats.
+        self.assertLess(took, 2 + 2 * 0.3 + 1.5)
+
+    def test_groups_are_per_conductor_group(self) -> None:
+        one, two = self.member('host1'), self.member('host2')
+        two.live_peers(self.part('host2', key='rack-b'))
+        time.sleep(0.5)
+        self.assertEqual({'host1'},
+                         set(one.live_peers(self.part('host1', 'rack-a'))))
+        # A reload that moves host1 to rack-b moves it to that group.
+        self.wait_for(one, self.part('host1', key='rack-b'),
+                      {'host1', 'host2'})
+        self.assertEqual(
+            '%s/cg=rack-b' % self.group,
+            toozgroup.group_name(self.group,
+                                 partition.Scope(conductor_group='rack-b')))
+
+    def test_disabled_self_is_not_a_member(self) -> None:
+        ctxt = nova_context.get_admin_context()
+        objects.Service(ctxt, host='host1', binary='nova-compute',
+                        topic='compute', disabled=True).create()
+        one, two = self.member('host1'), self.member('host2')
+        two.live_peers(self.part('host2'))
+        self.wait_for(one, self.part('host1'), {'host2'})
+
+    def test_unreachable_backend_is_reported_not_hidden(self) -> None:
+        self.flags(group='ironic_multi',
+                   tooz_backend_url='redis://127.0.0.1:1?socket_timeout=1')
+        plugin = self.member('host1')
+        start = time.monotonic()
+        exc = self.assertRaises(membership.MembershipUnavailable,
+                                plugin.live_peers, self.part('host1'))
+        self.assertIn('no fresh reading of tooz group', str(exc))
+        # The caller is not held for tooz's minute of retries.
+        self.assertLess(time.monotonic() - start,
+                        toozgroup.FIRST_READING_WAIT + 2)
+
+    def test_missing_backend_url_names_the_option(self) -> None:
+        self.flags(group='ironic_multi', tooz_backend_url=None)
+        exc = self.assertRaises(membership.MembershipUnavailable,
+                                self.member('host1').live_peers,
+                                self.part('host1'))
+        self.assertIn('[ironic_multi] tooz_backend_url', str(exc))
+
+    def test_backend_url_gets_the_member_timeout(self) -> None:
+        self.assertEqual('redis://h:1?membership_timeout=7',
+                         toozgroup.backend_url('redis://h:1', 7))
+        self.assertEqual('redis://h:1?membership_timeout=3',
+                         toozgroup.backend_url(
+                             'redis://h:1?membership_timeout=3', 7))
