@@ -16,8 +16,8 @@ from __future__ import annotations
 import datetime
 import uuid
 
-from nova import context as nova_context
 from nova.conf import CONF
+from nova import context as nova_context
 from nova import objects
 from nova import test
 from oslo_utils import fixture as utils_fixture

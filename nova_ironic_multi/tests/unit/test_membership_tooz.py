@@ -20,8 +20,8 @@ import sys
 import time
 import uuid
 
-from nova import context as nova_context
 from nova.conf import CONF
+from nova import context as nova_context
 from nova import objects
 from nova import test
 import redis
