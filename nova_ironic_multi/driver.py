@@ -9,19 +9,41 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""The nova compute driver: adapts nova's ComputeDriver API, delegates."""
+"""The nova compute driver: adapts nova's ComputeDriver API, delegates.
+
+No ring maths and no HTTP here. The node cache and the division live in
+:mod:`inventory`, Ironic calls in :mod:`ironic`, state machines in
+:mod:`provision` and :mod:`power`, consoles in :mod:`consoles`.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from nova.compute import power_state
+from nova.compute import task_states
+from nova.compute import vm_states
+from nova import context as nova_context
 from nova import exception
+from nova import objects
+from nova.objects import external_event as external_event_obj
 from nova.virt import driver as virt_driver
+from nova.virt import hardware
 from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi import consoles
+from nova_ironic_multi import inventory
+from nova_ironic_multi import ironic
+from nova_ironic_multi import loader
+from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import partition
+from nova_ironic_multi import power
+from nova_ironic_multi import provision
+from nova_ironic_multi import resources
+from nova_ironic_multi import vifs
+from nova_ironic_multi import volumes
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
@@ -64,14 +86,286 @@ class IronicDriver(virt_driver.ComputeDriver):
     def __init__(self, virtapi: Any, read_only: bool = False) -> None:
         super().__init__(virtapi)
         nim_conf.register_opts(CONF)
-        self._host = CONF.host
+        self._ironic = ironic.Ironic(CONF)
+        self._inventory = inventory.Inventory(CONF, self._ironic, CONF.host)
+        self._provision = provision.Provisioner(CONF, self._ironic,
+                                                self._inventory)
+        self._power = power.Power(CONF, self._ironic, self._provision)
+        self._consoles = consoles.Consoles(CONF, self._ironic,
+                                           self._provision)
+
+    # Service life ---------------------------------------------------------
 
     def init_host(self, host: str) -> None:
-        self._host = host
+        # In-process test cells run several services with one CONF: the
+        # host nova passes here is the one that counts.
+        self._inventory.host = host
         try:
-            part = partition.resolve(CONF, host)
-        except partition.InvalidPartition as e:
-            LOG.error('Refusing to start: %s', e)
+            part = self._inventory.current_partition()
+            loader.plugin(loader.RINGS_NAMESPACE, part.ring_algorithm,
+                          '[ironic_multi] ring_algorithm')
+            loader.plugin(loader.MEMBERSHIP_NAMESPACE, part.membership_driver,
+                          '[ironic_multi] membership_driver')
+        except (partition.InvalidPartition, loader.PluginNotFound) as e:
+            LOG.error('nova-ironic-multi refuses to start: %s', e)
             raise exception.InvalidConfiguration(str(e)) from e
         LOG.info('nova-ironic-multi on %(host)s: %(part)s',
                  {'host': host, 'part': part.summary()})
+
+    def cleanup_host(self, host: str) -> None:
+        self._inventory.stop()
+
+    # The division -----------------------------------------------------------
+
+    def _refresh(self) -> inventory.Snapshot:
+        try:
+            return self._inventory.refresh()
+        except inventory.NotReady as e:
+            LOG.warning('Ironic nodes not refreshed, keeping the last known '
+                        'state: %s', e)
+            raise exception.VirtDriverNotReady() from e
+
+    def _current(self) -> inventory.Snapshot:
+        try:
+            return self._inventory.current()
+        except inventory.NotReady as e:
+            raise exception.VirtDriverNotReady() from e
+
+    def get_available_nodes(self, refresh: bool = False) -> list[str]:
+        # Refreshed every call: the resource tracker calls this once a
+        # period without refresh=True.
+        return list(self._refresh().nodes)
+
+    def get_nodenames_by_uuid(self, refresh: bool = False) -> dict[str, str]:
+        # Node UUIDs are both the compute node UUIDs and their names.
+        return {n: n for n in self.get_available_nodes(refresh=refresh)}
+
+    def node_is_available(self, nodename: str) -> bool:
+        if nodename in self._inventory.cached().nodes:
+            return True
+        try:
+            self._ironic.get_node(nodename)
+        except ironic.NodeNotFound:
+            return False
+        except ironic.IronicError:
+            # Unknown is not gone: keep tracking it.
+            return True
+        return True
+
+    def is_node_deleted(self, nodename: str) -> bool:
+        # Only Ironic's own 404 says a node is gone; an outage says nothing
+        # (nova bug 1750450: every compute node deleted on an outage).
+        try:
+            self._ironic.get_node(nodename)
+        except ironic.NodeNotFound:
+            return True
+        except ironic.IronicError:
+            return False
+        return False
+
+    def _node(self, nodename: str) -> nodeinfo.NodeInfo:
+        node = self._current().nodes.get(nodename)
+        if node is not None:
+            return node
+        try:
+            return self._ironic.get_node(nodename)
+        except ironic.IronicError as e:
+            raise exception.NovaException(
+                'Cannot read Ironic node %s: %s' % (nodename, e)) from e
+
+    # Resources ------------------------------------------------------------
+
+    def update_provider_tree(self, provider_tree: Any, nodename: str,
+                             allocations: Any = None) -> None:
+        node = self._node(nodename)
+        reserve_in_use = not CONF.workarounds.skip_reserve_in_use_ironic_nodes
+        provider_tree.update_inventory(
+            nodename, resources.inventory(node, reserve_in_use))
+        provider_tree.update_traits(nodename, list(node.traits))
+
+    def get_available_resource(self, nodename: str) -> dict[str, Any]:
+        return resources.available_resource(self._node(nodename))
+
+    # Instances --------------------------------------------------------------
+
+    def get_info(self, instance: Any,
+                 use_cache: bool = True) -> hardware.InstanceInfo:
+        node = None
+        if use_cache:
+            node = self._current().node_for_instance(instance.uuid)
+        if node is None:
+            try:
+                node = self._ironic.node_for_instance(instance.uuid)
+            except ironic.IronicError as e:
+                raise exception.NovaException(
+                    'Cannot read the Ironic node of instance %s: %s'
+                    % (instance.uuid, e)) from e
+        if node is None:
+            return hardware.InstanceInfo(state=power_state.NOSTATE)
+        return hardware.InstanceInfo(state=resources.power(node.power_state))
+
+    def instance_exists(self, instance: Any) -> bool:
+        try:
+            self._provision.instance_node(instance)
+        except exception.InstanceNotFound:
+            return False
+        return True
+
+    def list_instance_uuids(self) -> list[str]:
+        # Only this service's share (nova bug 2043036).
+        return list(self._current().by_instance)
+
+    def list_instances(self) -> list[str]:
+        uuids = self.list_instance_uuids()
+        if not uuids:
+            return []
+        found = objects.InstanceList.get_by_filters(
+            nova_context.get_admin_context(), {'uuid': uuids},
+            expected_attrs=[])
+        return [inst.name for inst in found]
+
+    def get_num_instances(self) -> int:
+        return len(self.list_instance_uuids())
+
+    # Deploy and delete ------------------------------------------------------
+
+    def prepare_for_spawn(self, instance: Any) -> None:
+        self._provision.reserve(instance)
+
+    def failed_spawn_cleanup(self, instance: Any) -> None:
+        self._provision.teardown(instance, network_info=None)
+
+    def spawn(self, context: Any, instance: Any, image_meta: Any,
+              injected_files: Any, admin_password: Any, allocations: Any,
+              network_info: Any = None, block_device_info: Any = None,
+              power_on: bool = True, accel_info: Any = None) -> None:
+        metadata = self.get_instance_driver_metadata(instance, network_info)
+        self._provision.spawn(context, instance, image_meta, injected_files,
+                              admin_password, network_info,
+                              block_device_info, metadata)
+
+    def destroy(self, context: Any, instance: Any, network_info: Any,
+                block_device_info: Any = None, destroy_disks: bool = True,
+                destroy_secrets: bool = True) -> None:
+        self._provision.teardown(instance, network_info)
+
+    def rebuild(self, context: Any, instance: Any, image_meta: Any,
+                injected_files: Any, admin_password: Any, allocations: Any,
+                bdms: Any, detach_block_devices: Any,
+                attach_block_devices: Any, network_info: Any = None,
+                evacuate: bool = False, block_device_info: Any = None,
+                preserve_ephemeral: bool = False, accel_uuids: Any = None,
+                reimage_boot_volume: bool = False) -> None:
+        if reimage_boot_volume:
+            raise exception.NovaException(
+                "Ironic doesn't support rebuilding volume backed instances.")
+        metadata = self.get_instance_driver_metadata(instance, network_info)
+        self._provision.rebuild(context, instance, image_meta,
+                                injected_files, admin_password, network_info,
+                                preserve_ephemeral, metadata)
+
+    def rescue(self, context: Any, instance: Any, network_info: Any,
+               image_meta: Any, rescue_password: Any,
+               block_device_info: Any, share_info: Any) -> None:
+        self._provision.rescue(instance, rescue_password)
+
+    def unrescue(self, context: Any, instance: Any) -> None:
+        self._provision.unrescue(instance)
+
+    # Power ----------------------------------------------------------------
+
+    def reboot(self, context: Any, instance: Any, network_info: Any,
+               reboot_type: str, block_device_info: Any = None,
+               bad_volumes_callback: Any = None, accel_info: Any = None,
+               share_info: Any = None) -> None:
+        self._power.reboot(instance, soft=(reboot_type == 'SOFT'))
+
+    def power_off(self, instance: Any, timeout: int = 0,
+                  retry_interval: int = 0) -> None:
+        self._power.power_off(instance, timeout)
+
+    def power_on(self, context: Any, instance: Any, network_info: Any,
+                 block_device_info: Any = None, accel_info: Any = None,
+                 share_info: Any = None) -> None:
+        self._power.power_on(instance)
+
+    def power_update_event(self, instance: Any,
+                           target_power_state: str) -> None:
+        # Ironic tells nova of power changes it made itself.
+        LOG.info('Ironic reports power %s', target_power_state,
+                 instance=instance)
+        if target_power_state == external_event_obj.POWER_ON:
+            instance.power_state = power_state.RUNNING
+            instance.vm_state = vm_states.ACTIVE
+            expected = task_states.POWERING_ON
+        else:
+            instance.power_state = power_state.SHUTDOWN
+            instance.vm_state = vm_states.STOPPED
+            expected = task_states.POWERING_OFF
+        instance.task_state = None
+        instance.save(expected_task_state=expected)
+
+    def trigger_crash_dump(self, instance: Any) -> None:
+        self._power.crash_dump(instance)
+
+    # Networks -------------------------------------------------------------
+
+    def plug_vifs(self, instance: Any, network_info: Any) -> None:
+        # Ironic attaches VIFs as part of a node's life (see
+        # prepare_networks_before_block_device_mapping and
+        # attach_interface); nova's in-tree driver does nothing here too.
+        LOG.debug('plug_vifs: VIFs of Ironic nodes are attached at deploy '
+                  'and by attach_interface', instance=instance)
+
+    def unplug_vifs(self, instance: Any, network_info: Any) -> None:
+        vifs.unplug(self._ironic, provision.node_uuid_of(instance),
+                    network_info)
+
+    def attach_interface(self, context: Any, instance: Any, image_meta: Any,
+                         vif: Any) -> None:
+        vifs.plug(self._ironic, provision.node_uuid_of(instance), [vif])
+
+    def detach_interface(self, context: Any, instance: Any,
+                         vif: Any) -> None:
+        self.unplug_vifs(instance, [vif])
+
+    def prepare_networks_before_block_device_mapping(
+            self, instance: Any, network_info: Any) -> None:
+        # Attached before block devices so a volume connector on a MAC
+        # can learn its IP address.
+        vifs.plug(self._ironic, provision.node_uuid_of(instance),
+                  network_info)
+
+    def clean_networks_preparation(self, instance: Any,
+                                   network_info: Any) -> None:
+        try:
+            self.unplug_vifs(instance, network_info)
+        except Exception as e:
+            LOG.warning('Detaching VIFs after a failed build failed: %s', e,
+                        instance=instance)
+
+    def network_binding_host_id(self, context: Any, instance: Any) -> None:
+        # Ironic binds ports itself once the node is wired, so that tenant
+        # networks never reach a machine still running the deploy ramdisk.
+        return None
+
+    def manages_network_binding_host_id(self) -> bool:
+        return True
+
+    # Consoles and volumes -------------------------------------------------
+
+    def get_vnc_console(self, context: Any, instance: Any) -> Any:
+        return self._consoles.vnc(instance)
+
+    def get_serial_console(self, context: Any, instance: Any) -> Any:
+        return self._consoles.serial(instance)
+
+    def get_volume_connector(self, instance: Any) -> dict[str, Any]:
+        node = self._node(provision.node_uuid_of(instance))
+        try:
+            return volumes.connector(self._ironic, instance,
+                                     resources.cpu_arch(node))
+        except ironic.IronicError as e:
+            raise exception.NovaException(
+                'Cannot read the volume connectors of Ironic node %s: %s'
+                % (node.uuid, e)) from e

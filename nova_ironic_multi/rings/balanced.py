@@ -119,8 +119,8 @@ class BalancedRing(base.IndexedRing):
 
     def _place(self, primary: keys.U64,
                secondary: keys.U64) -> npt.NDArray[np.int32]:
-        points, owner = self._points, self._owner
-        n_points, n_members = len(points), len(self.members)
+        owner = self._owner
+        n_points, n_members = len(self._points), len(self.members)
         cap = capacity(len(primary), n_members)
         slot = self._first_points(primary)
         placed = np.full(len(primary), -1, dtype=np.int32)
@@ -138,10 +138,8 @@ class BalancedRing(base.IndexedRing):
                 break
             # The others keep the askers closest to their point.
             contested, wanted = pending[crowded], asked[crowded]
-            with np.errstate(over='ignore'):
-                distance = points[slot[contested]] - primary[contested]
-            order = np.lexsort((secondary[contested], primary[contested],
-                                distance, wanted))
+            order = self._closest_first(contested, wanted, slot, primary,
+                                        secondary)
             contested, wanted = contested[order], wanted[order]
             first = np.searchsorted(wanted, np.arange(n_members))
             rank = np.arange(len(wanted)) - first[wanted]
@@ -158,6 +156,26 @@ class BalancedRing(base.IndexedRing):
                 blocked = full[owner[nxt]]
             slot[pending] = nxt
         return placed
+
+    def _closest_first(self, contested: npt.NDArray[np.intp],
+                       wanted: npt.NDArray[np.int32],
+                       slot: npt.NDArray[np.int64], primary: keys.U64,
+                       secondary: keys.U64) -> npt.NDArray[np.intp]:
+        """Order askers by member, then clockwise distance, then key."""
+        with np.errstate(over='ignore'):
+            distance = self._points[slot[contested]] - primary[contested]
+        if len(self.members) <= 1 << 16:
+            # One 64-bit sort key (member, top 48 bits of the distance) is
+            # several times faster than a four-key lexsort; only an exact
+            # tie needs the full order.
+            packed = ((wanted.astype(np.uint64) << np.uint64(48)) |
+                      (distance >> np.uint64(16)))
+            order = np.argsort(packed, kind='stable')
+            ranked = packed[order]
+            if not (ranked[1:] == ranked[:-1]).any():
+                return order
+        return np.lexsort((secondary[contested], primary[contested],
+                           distance, wanted))
 
     def owners(self, node_uuid: str, n: int) -> list[str]:
         if not self.members:

@@ -1,0 +1,93 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Shared helpers of the benchmarks: timing, memory, machine, tables."""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import os
+import platform
+import random
+import statistics
+import time
+import tracemalloc
+import uuid
+from typing import Any
+
+
+def random_uuids(n: int, seed: int = 2016) -> list[str]:
+    rng = random.Random(seed)
+    return [str(uuid.UUID(int=rng.getrandbits(128), version=4))
+            for _ in range(n)]
+
+
+@dataclasses.dataclass
+class Timing:
+    wall: float
+    cpu: float
+    peak_bytes: int
+    value: Any
+
+
+def measure(fn: collections.abc.Callable[[], Any],
+            trace_memory: bool = True) -> Timing:
+    """Run ``fn`` once: wall and CPU seconds, peak traced allocation."""
+    if trace_memory:
+        tracemalloc.start()
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    value = fn()
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    peak = 0
+    if trace_memory:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return Timing(wall, cpu, peak, value)
+
+
+def median_of(fn: collections.abc.Callable[[], Any], repeat: int) -> Timing:
+    """Median wall and CPU over ``repeat`` runs (memory from the first)."""
+    runs = [measure(fn, trace_memory=(i == 0)) for i in range(repeat)]
+    return Timing(statistics.median(r.wall for r in runs),
+                  statistics.median(r.cpu for r in runs),
+                  runs[0].peak_bytes, runs[0].value)
+
+
+def machine() -> str:
+    mem = ''
+    try:
+        with open('/proc/meminfo') as f:
+            kb = int(f.readline().split()[1])
+        mem = ', %.0f GiB RAM' % (kb / 2 ** 20)
+    except OSError:
+        pass
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open('/proc/cpuinfo') as f:
+            for line in f:
+                if line.startswith('model name'):
+                    cpu = line.split(':', 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return '%s, %d cores%s, Python %s' % (cpu, os.cpu_count() or 0, mem,
+                                           platform.python_version())
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+    line = '  '.join('%-*s' % (w, h) for w, h in zip(widths, headers))
+    out = [line, '  '.join('-' * w for w in widths)]
+    for r in rows:
+        out.append('  '.join('%*s' % (w, c) for w, c in zip(widths, r)))
+    return '\n'.join(out)

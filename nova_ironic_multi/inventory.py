@@ -1,0 +1,248 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The nodes this service manages, refreshed once per resource-tracker run.
+
+One refresh is the whole flow of a period:
+
+1. resolve the partition from the configuration (mutable options are read
+   now; an invalid value keeps the last good partition);
+2. list the nodes in scope from Ironic (one paginated listing);
+3. read this host's instances from nova, *after* the listing, so a node
+   deployed meanwhile is not mistaken for another host's (nova bug 1841481);
+4. ask the membership plugin who the live peers are;
+5. let the ring and the three ownership rules pick this host's nodes.
+
+The result is an immutable snapshot, swapped in whole: readers never lock
+and never see half a refresh. Only one refresh runs at a time; a caller
+that waited for another's refresh uses its result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+import dataclasses
+import threading
+import time
+import types
+from typing import Any
+
+from nova import context as nova_context
+from nova import exception as nova_exc
+from nova import objects
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from nova_ironic_multi import ironic
+from nova_ironic_multi import loader
+from nova_ironic_multi import membership
+from nova_ironic_multi import nodeinfo
+from nova_ironic_multi import ownership
+from nova_ironic_multi import partition
+from nova_ironic_multi import rings
+
+LOG = logging.getLogger(__name__)
+
+
+class NotReady(Exception):
+    """The division cannot be computed now; keep what nova has."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Snapshot:
+    nodes: Mapping[str, nodeinfo.NodeInfo]
+    by_instance: Mapping[str, str]
+    partition: partition.Partition | None
+    members: frozenset[str]
+    division: ownership.Division | None
+    at: float
+
+    def node_for_instance(self,
+                          instance_uuid: str) -> nodeinfo.NodeInfo | None:
+        node_uuid = self.by_instance.get(instance_uuid)
+        return self.nodes.get(node_uuid) if node_uuid else None
+
+    def with_node(self, node: nodeinfo.NodeInfo) -> Snapshot:
+        """A copy where ``node`` replaces the cached record of its UUID."""
+        nodes = dict(self.nodes)
+        nodes[node.uuid] = node
+        return dataclasses.replace(self, nodes=types.MappingProxyType(nodes),
+                                   by_instance=_index(nodes))
+
+
+def _index(nodes: Mapping[str, nodeinfo.NodeInfo]) -> Mapping[str, str]:
+    return types.MappingProxyType({
+        n.instance_uuid: n.uuid for n in nodes.values()
+        if n.instance_uuid is not None})
+
+
+EMPTY = Snapshot(types.MappingProxyType({}), types.MappingProxyType({}),
+                 None, frozenset(), None, 0.0)
+
+
+class Inventory:
+    """The node cache of one service and the refresh that fills it."""
+
+    def __init__(self, conf: cfg.ConfigOpts, client: ironic.Ironic,
+                 host: str) -> None:
+        self._conf = conf
+        self._ironic = client
+        self.host = host
+        self._rings = rings.RingCache()
+        self._membership: membership.Membership | None = None
+        self._good: partition.Partition | None = None
+        self._snapshot: Snapshot | None = None
+        self._refreshes = 0
+        self._refresh_lock = threading.Lock()
+        self._update_lock = threading.Lock()
+
+    # Configuration -------------------------------------------------------
+
+    def current_partition(self) -> partition.Partition:
+        """The partition in force: the options now, or the last good ones.
+
+        :raises partition.InvalidPartition: the options are invalid and
+            there has never been a good partition (start-up).
+        """
+        try:
+            part = partition.resolve(self._conf, self.host)
+        except (partition.InvalidPartition, cfg.Error, ValueError) as e:
+            if self._good is None:
+                raise partition.InvalidPartition(str(e)) from e
+            LOG.error('Invalid partition options, still using the last '
+                      'good ones (%(good)s): %(error)s',
+                      {'good': self._good.summary(), 'error': e})
+            return self._good
+        if self._good is not None and part != self._good:
+            LOG.info('Partition changed from %(old)s to %(new)s',
+                     {'old': self._good.summary(), 'new': part.summary()})
+        self._good = part
+        return part
+
+    def membership(self, part: partition.Partition) -> membership.Membership:
+        plugin = self._membership
+        if plugin is None or plugin.name != part.membership_driver:
+            if plugin is not None:
+                plugin.stop()
+            plugin = membership.load(part.membership_driver, self._conf,
+                                     self.host)
+            self._membership = plugin
+        return plugin
+
+    def stop(self) -> None:
+        if self._membership is not None:
+            self._membership.stop()
+
+    # Refresh -------------------------------------------------------------
+
+    def refresh(self) -> Snapshot:
+        """Compute the division now (or wait for the one under way).
+
+        :raises NotReady: Ironic, nova or the membership back end cannot
+            answer, or the configuration cannot be enforced.
+        """
+        seen = self._refreshes
+        with self._refresh_lock:
+            if self._refreshes != seen and self._snapshot is not None:
+                return self._snapshot
+            snapshot = self._compute()
+            self._snapshot = snapshot
+            self._refreshes += 1
+            return snapshot
+
+    def _compute(self) -> Snapshot:
+        try:
+            part = self.current_partition()
+        except partition.InvalidPartition as e:
+            raise NotReady(str(e)) from e
+        started = time.monotonic()
+        try:
+            nodes = self._ironic.list_nodes(part.scope)
+        except ironic.VersionNotSupported as e:
+            LOG.error('Cannot enforce the partition (%(scope)s): %(error)s',
+                      {'scope': part.scope.describe(), 'error': e})
+            raise NotReady(str(e)) from e
+        except ironic.IronicError as e:
+            raise NotReady('cannot list Ironic nodes: %s' % e) from e
+        listed = time.monotonic()
+        ctxt = nova_context.get_admin_context()
+        try:
+            # After the listing, never before (nova bug 1841481).
+            mine = set(objects.InstanceList.get_uuids_by_host(ctxt,
+                                                              self.host))
+            members = self.membership(part).live_peers(part)
+        except (membership.MembershipUnavailable,
+                nova_exc.NovaException) as e:
+            raise NotReady('cannot determine the peers: %s' % e) from e
+        except loader.PluginNotFound as e:
+            LOG.error('%s', e)
+            raise NotReady(str(e)) from e
+
+        def ring_select(free: Any, me: str) -> list[str]:
+            try:
+                return self._rings.select(
+                    part.ring_algorithm, members, part.partition_exponent,
+                    free, me)
+            except loader.PluginNotFound as e:
+                LOG.error('%s', e)
+                raise NotReady(str(e)) from e
+
+        division = ownership.select(nodes, mine, ring_select, part.host,
+                                    part.scope)
+        owned = {n.uuid: n for n in nodes if n.uuid in division.owned}
+        snapshot = Snapshot(types.MappingProxyType(owned), _index(owned),
+                            part, members, division, time.time())
+        self._log_change(snapshot, len(nodes), listed - started,
+                         time.monotonic() - listed)
+        return snapshot
+
+    def _log_change(self, new: Snapshot, listed: int, list_seconds: float,
+                    rest_seconds: float) -> None:
+        old = self._snapshot
+        assert new.division is not None and new.partition is not None
+        args = {
+            'owned': len(new.nodes), 'inst': new.division.with_instance,
+            'free': new.division.free, 'listed': listed,
+            'foreign': new.division.foreign,
+            'out': new.division.out_of_scope,
+            'members': ','.join(sorted(new.members)),
+            'ring': '%s/2^%d' % (new.partition.ring_algorithm,
+                                 new.partition.partition_exponent),
+            'list_s': list_seconds, 'rest_s': rest_seconds,
+        }
+        changed = (old is None or old.members != new.members or
+                   set(old.nodes) != set(new.nodes))
+        log = LOG.info if changed else LOG.debug
+        log('Managing %(owned)d Ironic nodes (%(inst)d with this host\'s '
+            'instances) of %(listed)d listed: %(free)d free in scope, '
+            '%(foreign)d with other hosts\' instances, %(out)d out of '
+            'scope; peers %(members)s, ring %(ring)s; listing took '
+            '%(list_s).2fs, division %(rest_s).3fs', args)
+
+    # Reading the cache ----------------------------------------------------
+
+    def current(self) -> Snapshot:
+        """The last snapshot, refreshing once if there is none yet."""
+        snapshot = self._snapshot
+        if snapshot is None:
+            snapshot = self.refresh()
+        return snapshot
+
+    def cached(self) -> Snapshot:
+        """The last snapshot, never refreshing (empty before the first)."""
+        return self._snapshot or EMPTY
+
+    def update(self, node: nodeinfo.NodeInfo) -> None:
+        """Record a fresh read of a managed node (after a state change)."""
+        with self._update_lock:
+            snapshot = self._snapshot
+            if snapshot is not None and node.uuid in snapshot.nodes:
+                self._snapshot = snapshot.with_node(node)

@@ -1,0 +1,332 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Everything that talks to Ironic, through python-ironicclient.
+
+* The connection reuses nova's ``[ironic]`` keystoneauth options; every
+  request has a timeout (``[ironic] timeout``, else ``[ironic_multi]
+  request_timeout``).
+* Two clients: one retries conflicts and connection failures as nova's
+  ``[ironic] api_max_retries`` / ``api_retry_interval`` say, for calls that
+  are safe to repeat; the other never retries, for the node listing (an
+  outage must be reported at once, not minutes later) and for the
+  reservation, where a 409 is the answer: another instance holds the node.
+* Microversions are negotiated once (1.46 at least; 1.82 when Ironic has
+  it, for shards).
+* The node listing pages with explicit markers and the scope filters on
+  every request: Ironic's own ``next`` links drop the filters.
+* Errors come out as the exceptions below, never as client or keystoneauth
+  ones.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterator
+import contextlib
+import threading
+from typing import Any
+
+from ironicclient import client as ir_client
+from ironicclient import exc as ir_exc
+from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1 import loading as ks_loading
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from nova_ironic_multi import nodeinfo
+from nova_ironic_multi import partition
+
+LOG = logging.getLogger(__name__)
+
+GROUP = 'ironic'
+MIN_VERSION = (1, 46)       # conductor_group filter and field
+SHARD_VERSION = (1, 82)     # shard filter and field
+NEGOTIATE = ['%d.%d' % MIN_VERSION, '%d.%d' % SHARD_VERSION]
+
+
+class IronicError(Exception):
+    """A call to Ironic failed."""
+
+
+class IronicUnavailable(IronicError):
+    """Ironic cannot be reached, timed out, or answered with a 5xx."""
+
+
+class NodeNotFound(IronicError):
+    """Ironic answered 404 for the node."""
+
+
+class Conflict(IronicError):
+    """Ironic answered 409 (node locked or already associated)."""
+
+
+class BadRequest(IronicError):
+    """Ironic answered 400 (invalid request or state transition)."""
+
+
+class VersionNotSupported(IronicError):
+    """Ironic lacks the API microversion a feature needs."""
+
+
+def version_tuple(text: str) -> tuple[int, int]:
+    major, minor = text.split('.')
+    return int(major), int(minor)
+
+
+@contextlib.contextmanager
+def translated(what: str) -> Iterator[None]:
+    """Turn client and keystoneauth exceptions into this module's."""
+    try:
+        yield
+    except ir_exc.NotFound as e:
+        raise NodeNotFound('%s: %s' % (what, e)) from e
+    except ir_exc.Conflict as e:
+        raise Conflict('%s: %s' % (what, e)) from e
+    except ir_exc.BadRequest as e:
+        raise BadRequest('%s: %s' % (what, e)) from e
+    except ir_exc.UnsupportedVersion as e:
+        raise VersionNotSupported('%s: %s' % (what, e)) from e
+    except (ir_exc.HttpServerError, ir_exc.ServiceUnavailable,
+            ir_exc.ConnectionRefused) as e:
+        raise IronicUnavailable('%s: %s' % (what, e)) from e
+    except ir_exc.ClientException as e:
+        raise IronicError('%s: %s' % (what, e)) from e
+    except ks_exc.ClientException as e:
+        # Connection refused, timeouts, catalog and discovery failures.
+        raise IronicUnavailable('%s: %s' % (what, e)) from e
+
+
+class Ironic:
+    """A thread-safe, lazily connected Ironic API client."""
+
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        self._conf = conf
+        self._lock = threading.Lock()
+        self._retrying: Any = None
+        self._once: Any = None
+        self._version: tuple[int, int] | None = None
+        #: Requests sent, by kind; read by benchmarks and logs.
+        self.requests: collections.Counter[str] = collections.Counter()
+
+    # Connection ---------------------------------------------------------
+
+    def _session_and_endpoint(self) -> tuple[Any, str]:
+        conf = self._conf
+        auth = ks_loading.load_auth_from_conf_options(conf, GROUP)
+        session = ks_loading.load_session_from_conf_options(conf, GROUP,
+                                                            auth=auth)
+        if not conf[GROUP].timeout:
+            session.timeout = conf.ironic_multi.request_timeout
+        adapter = ks_loading.load_adapter_from_conf_options(
+            conf, GROUP, session=session, auth=auth)
+        endpoint = adapter.get_endpoint()
+        if not endpoint:
+            raise IronicUnavailable(
+                'No Ironic endpoint: set [ironic] endpoint_override, or the '
+                '[ironic] auth options so the endpoint can be found in the '
+                'service catalog.')
+        return session, endpoint
+
+    def _connect(self) -> tuple[Any, Any]:
+        with self._lock:
+            if self._once is not None:
+                return self._retrying, self._once
+            with translated('connecting to Ironic'):
+                session, endpoint = self._session_and_endpoint()
+                retrying = ir_client.get_client(
+                    '1', session=session, endpoint=endpoint,
+                    # A list negotiates the highest version both sides know.
+                    os_ironic_api_version=NEGOTIATE,  # type: ignore[arg-type]
+                    max_retries=self._conf[GROUP].api_max_retries,
+                    retry_interval=self._conf[GROUP].api_retry_interval)
+                negotiated = retrying.negotiate_api_version()
+                self.requests['version'] += 1
+            version = version_tuple(negotiated)
+            if version < MIN_VERSION:
+                raise VersionNotSupported(
+                    'Ironic API %s is older than %d.%d, the oldest this '
+                    'driver supports.' % ((negotiated,) + MIN_VERSION))
+            once = ir_client.get_client(
+                '1', session=session, endpoint=endpoint,
+                os_ironic_api_version=negotiated, max_retries=0,
+                retry_interval=0)
+            self._retrying, self._once, self._version = (
+                retrying, once, version)
+            LOG.info('Connected to Ironic at %(url)s, API %(version)s',
+                     {'url': endpoint, 'version': negotiated})
+            return retrying, once
+
+    @property
+    def version(self) -> tuple[int, int]:
+        self._connect()
+        assert self._version is not None
+        return self._version
+
+    def _call(self, what: str, method: str, *args: Any, retry: bool = True,
+              manager: str = 'node', **kwargs: Any) -> Any:
+        retrying, once = self._connect()
+        client = retrying if retry else once
+        self.requests[what] += 1
+        with translated(what):
+            return getattr(getattr(client, manager), method)(*args, **kwargs)
+
+    # Reading nodes ------------------------------------------------------
+
+    def _fields(self) -> list[str]:
+        fields = list(nodeinfo.FIELDS)
+        if self.version >= SHARD_VERSION:
+            fields.append(nodeinfo.SHARD_FIELD)
+        return fields
+
+    def list_nodes(self, scope: partition.Scope) -> list[nodeinfo.NodeInfo]:
+        """Every node in ``scope``, one page per request.
+
+        Pages until Ironic returns an empty page, so the page size is
+        whatever Ironic's ``[api] max_limit`` allows; duplicates (pages
+        shifting under concurrent changes) are dropped. Scope is only a
+        request here: the caller re-checks every node.
+
+        :raises VersionNotSupported: the scope needs a filter Ironic lacks;
+            managing every node instead would be wrong, so nothing is
+            listed.
+        """
+        filters: dict[str, Any] = {}
+        if scope.conductor_group is not None:
+            filters['conductor_group'] = scope.conductor_group
+        if scope.shard is not None:
+            if self.version < SHARD_VERSION:
+                raise VersionNotSupported(
+                    'Ironic API %d.%d cannot filter by shard (needs %d.%d); '
+                    'refusing to manage nodes of every shard instead.'
+                    % (self.version + SHARD_VERSION))
+            filters['shards'] = [scope.shard]
+        fields = self._fields()
+        seen: set[str] = set()
+        found: list[nodeinfo.NodeInfo] = []
+        marker = None
+        while True:
+            # limit=None: exactly one request, never a followed "next".
+            page = self._call('list', 'list', retry=False, marker=marker,
+                              limit=None, fields=fields, **filters)
+            if not page:
+                return found
+            for node in page:
+                if node.uuid not in seen:
+                    seen.add(node.uuid)
+                    found.append(nodeinfo.NodeInfo.from_api(node))
+            marker = page[-1].uuid
+
+    def get_node(self, node_uuid: str) -> nodeinfo.NodeInfo:
+        return nodeinfo.NodeInfo.from_api(
+            self._call('get', 'get', node_uuid, fields=self._fields()))
+
+    def node_for_instance(self,
+                          instance_uuid: str) -> nodeinfo.NodeInfo | None:
+        """The node an instance is on, or None if Ironic knows of none."""
+        try:
+            node = self._call('get', 'get_by_instance_uuid', instance_uuid,
+                              fields=self._fields())
+        except NodeNotFound:
+            return None
+        return nodeinfo.NodeInfo.from_api(node)
+
+    def get_fields(self, node_uuid: str, fields: list[str]) -> Any:
+        """Raw fields of a node (for the rare reads that need more)."""
+        return self._call('get', 'get', node_uuid, fields=fields)
+
+    # Changing nodes -----------------------------------------------------
+
+    def reserve(self, node_uuid: str, instance_uuid: str) -> None:
+        """Associate the node with the instance; never retried.
+
+        :raises Conflict: another instance holds the node.
+        """
+        self._call('reserve', 'update', node_uuid,
+                   [{'op': 'add', 'path': '/instance_uuid',
+                     'value': instance_uuid}], retry=False)
+
+    def release(self, node_uuid: str) -> None:
+        """Drop the node's instance association and instance_info."""
+        self._call('patch', 'update', node_uuid,
+                   [{'op': 'remove', 'path': '/instance_uuid'},
+                    {'op': 'remove', 'path': '/instance_info'}])
+
+    def patch(self, node_uuid: str, patch: list[dict[str, Any]]) -> None:
+        self._call('patch', 'update', node_uuid, patch)
+
+    def validate(self, node_uuid: str) -> dict[str, dict[str, Any]]:
+        """Interface name -> ``{'result': bool, 'reason': str}``."""
+        result = self._call('validate', 'validate', node_uuid)
+        raw = result.to_dict() if hasattr(result, 'to_dict') else result
+        return {k: v for k, v in dict(raw).items() if isinstance(v, dict)}
+
+    def set_provision_state(self, node_uuid: str, target: str,
+                            **kwargs: Any) -> None:
+        self._call('provision', 'set_provision_state', node_uuid, target,
+                   **kwargs)
+
+    def set_power_state(self, node_uuid: str, target: str,
+                        soft: bool = False,
+                        timeout: int | None = None) -> None:
+        self._call('power', 'set_power_state', node_uuid, target, soft=soft,
+                   timeout=timeout)
+
+    def inject_nmi(self, node_uuid: str) -> None:
+        self._call('nmi', 'inject_nmi', node_uuid)
+
+    def vif_attach(self, node_uuid: str, vif_id: str) -> None:
+        self._call('vif', 'vif_attach', node_uuid, vif_id, retry=False)
+
+    def vif_detach(self, node_uuid: str, vif_id: str) -> None:
+        self._call('vif', 'vif_detach', node_uuid, vif_id)
+
+    def get_console(self, node_uuid: str) -> dict[str, Any]:
+        console: dict[str, Any] = self._call('console', 'get_console',
+                                             node_uuid)
+        return console
+
+    def set_console_mode(self, node_uuid: str, enabled: bool) -> None:
+        self._call('console', 'set_console_mode', node_uuid, enabled)
+
+    # Ports and volumes ---------------------------------------------------
+
+    def ports(self, node_uuid: str, address: str | None = None) -> list[Any]:
+        ports: list[Any] = self._call('ports', 'list', manager='port',
+                                      node=node_uuid, address=address,
+                                      detail=True)
+        return ports
+
+    def portgroups(self, node_uuid: str,
+                   address: str | None = None) -> list[Any]:
+        groups: list[Any] = self._call('ports', 'list', manager='portgroup',
+                                       node=node_uuid, address=address,
+                                       detail=True)
+        return groups
+
+    def volume_targets(self, node_uuid: str) -> list[Any]:
+        targets: list[Any] = self._call('volumes', 'list',
+                                        manager='volume_target',
+                                        node=node_uuid, detail=True)
+        return targets
+
+    def create_volume_target(self, **fields: Any) -> None:
+        self._call('volumes', 'create', manager='volume_target', **fields)
+
+    def delete_volume_target(self, target_uuid: str) -> None:
+        self._call('volumes', 'delete', target_uuid,
+                   manager='volume_target')
+
+    def volume_connectors(self, node_uuid: str) -> list[Any]:
+        connectors: list[Any] = self._call('volumes', 'list',
+                                           manager='volume_connector',
+                                           node=node_uuid, detail=True)
+        return connectors

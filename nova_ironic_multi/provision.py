@@ -1,0 +1,424 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Reserving, deploying, tearing down, rebuilding and rescuing nodes.
+
+Every wait is bounded (``[ironic_multi] poll_interval`` and the per-action
+timeouts). A deploy that fails for any reason tears down what it did and
+releases the node before the error reaches nova, with the reason in the
+message. Tear-down never fights Ironic: a deployed node is only asked to
+undeploy (Ironic's tear-down detaches VIFs and clears the node itself), and
+nothing is patched while Ironic is cleaning it (nova bug 2019977).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nova.compute import task_states
+from nova.compute import vm_states
+from nova import exception
+from oslo_config import cfg
+from oslo_log import log as logging
+from oslo_utils import excutils
+
+from nova_ironic_multi import configdrive
+from nova_ironic_multi import instance_info
+from nova_ironic_multi import inventory
+from nova_ironic_multi import ironic
+from nova_ironic_multi import nodeinfo
+from nova_ironic_multi import states
+from nova_ironic_multi import vifs
+from nova_ironic_multi import volumes
+from nova_ironic_multi import waits
+
+LOG = logging.getLogger(__name__)
+
+#: Interfaces that must validate before a deploy.
+REQUIRED_INTERFACES = ('deploy', 'power', 'storage')
+
+
+def node_uuid_of(instance: Any) -> str:
+    node_uuid: str | None = instance.get('node')
+    if not node_uuid:
+        raise exception.NovaException(
+            'Ironic node uuid not supplied to driver for instance %s.'
+            % instance.uuid)
+    return node_uuid
+
+
+class Provisioner:
+
+    def __init__(self, conf: cfg.ConfigOpts, client: ironic.Ironic,
+                 nodes: inventory.Inventory) -> None:
+        self._conf = conf
+        self._ironic = client
+        self._nodes = nodes
+
+    def _wait(self, what: str, timeout_option: str, read: Any,
+              done: Any) -> Any:
+        opts = self._conf.ironic_multi
+        return waits.until(read, done, timeout=opts[timeout_option],
+                           interval=opts.poll_interval, what=what)
+
+    def _remember(self, node_uuid: str) -> None:
+        """Refresh the cached copy of a node after changing it."""
+        try:
+            self._nodes.update(self._ironic.get_node(node_uuid))
+        except ironic.IronicError:
+            LOG.debug('Cannot re-read node %s', node_uuid, exc_info=True)
+
+    def instance_node(self, instance: Any) -> nodeinfo.NodeInfo:
+        """The node an instance is on, fresh from Ironic.
+
+        :raises nova.exception.InstanceNotFound: no node holds it.
+        """
+        try:
+            node = self._ironic.node_for_instance(instance.uuid)
+        except ironic.IronicError as e:
+            raise exception.NovaException(
+                'Cannot find the Ironic node of instance %s: %s'
+                % (instance.uuid, e)) from e
+        if node is None:
+            raise exception.InstanceNotFound(instance_id=instance.uuid)
+        return node
+
+    # Reservation -----------------------------------------------------------
+
+    def reserve(self, instance: Any) -> None:
+        """Claim the scheduled node for ``instance`` (prepare_for_spawn).
+
+        :raises nova.exception.ComputeResourcesUnavailable: the node is
+            gone, used, unavailable, or another instance reserved it first;
+            nova reschedules.
+        """
+        node_uuid = node_uuid_of(instance)
+        try:
+            node = self._ironic.get_node(node_uuid)
+        except ironic.IronicError as e:
+            raise exception.ComputeResourcesUnavailable(
+                reason='cannot read Ironic node %s: %s' % (node_uuid, e)
+            ) from e
+        if node.instance_uuid not in (None, instance.uuid):
+            raise exception.ComputeResourcesUnavailable(
+                reason='Ironic node %s is used by instance %s'
+                % (node_uuid, node.instance_uuid))
+        if node.instance_uuid is None and node.unavailable:
+            raise exception.ComputeResourcesUnavailable(
+                reason='Ironic node %s is not available (provision state '
+                '%s, power state %s, maintenance %s)'
+                % (node_uuid, node.provision_state, node.power_state,
+                   node.maintenance))
+        try:
+            self._ironic.reserve(node_uuid, instance.uuid)
+        except ironic.Conflict as e:
+            # The answer, not a glitch: another instance got there first.
+            raise exception.ComputeResourcesUnavailable(
+                reason='Ironic node %s was reserved by another instance: %s'
+                % (node_uuid, e)) from e
+        except ironic.IronicError as e:
+            raise exception.InstanceDeployFailure(
+                reason='failed to reserve Ironic node %s: %s'
+                % (node_uuid, e)) from e
+        LOG.info('Reserved Ironic node %(node)s', {'node': node_uuid},
+                 instance=instance)
+
+    # Deploy ------------------------------------------------------------------
+
+    def spawn(self, context: Any, instance: Any, image_meta: Any,
+              injected_files: Any, admin_password: str | None,
+              network_info: Any, block_device_info: Any,
+              metadata: Any) -> None:
+        node_uuid = node_uuid_of(instance)
+        node = self._read(node_uuid, exception.InstanceDeployFailure)
+        if node.instance_uuid != instance.uuid:
+            raise exception.InstanceDeployFailure(
+                reason='Ironic node %s is not reserved for this instance '
+                '(it holds %s)' % (node_uuid, node.instance_uuid))
+        try:
+            self._deploy(context, instance, node, image_meta, injected_files,
+                         admin_password, network_info, block_device_info,
+                         metadata)
+        except Exception as e:
+            with excutils.save_and_reraise_exception():
+                LOG.error('Deploy on Ironic node %(node)s failed, undoing '
+                          'it: %(error)s', {'node': node_uuid, 'error': e},
+                          instance=instance)
+                try:
+                    self.teardown(instance, network_info)
+                except Exception:
+                    LOG.exception('Undoing the failed deploy on node %s '
+                                  'failed too', node_uuid, instance=instance)
+        finally:
+            self._remember(node_uuid)
+        LOG.info('Deployed on Ironic node %(node)s', {'node': node_uuid},
+                 instance=instance)
+
+    def _read(self, node_uuid: str, error: type) -> nodeinfo.NodeInfo:
+        try:
+            return self._ironic.get_node(node_uuid)
+        except ironic.IronicError as e:
+            raise error(reason='cannot read Ironic node %s: %s'
+                        % (node_uuid, e)) from e
+
+    def _deploy(self, context: Any, instance: Any, node: nodeinfo.NodeInfo,
+                image_meta: Any, injected_files: Any,
+                admin_password: str | None, network_info: Any,
+                block_device_info: Any, metadata: Any) -> None:
+        flavor = instance.flavor
+        bfv = volumes.boots_from_volume(block_device_info)
+        patch = instance_info.deploy_patch(
+            node, instance, image_meta, flavor, metadata,
+            boot_from_volume=bfv,
+            ephemeral_format=self._conf.default_ephemeral_format)
+        self._call(instance, 'writing instance_info', self._ironic.patch,
+                   node.uuid, patch)
+        volumes.add_targets(self._ironic, node.uuid, block_device_info)
+        if flavor.ephemeral_gb:
+            # cloud-init reads the default ephemeral device from metadata.
+            instance.default_ephemeral_device = '/dev/sda1'
+            instance.save()
+        self._validate(node.uuid)
+        drive = None
+        if configdrive.required(instance):
+            drive = configdrive.build(self._ironic, instance, node.uuid,
+                                      network_info, admin_password,
+                                      injected_files)
+            LOG.info('Config drive for node %s built', node.uuid,
+                     instance=instance)
+        self._call(instance, 'requesting the deploy',
+                   self._ironic.set_provision_state, node.uuid,
+                   states.ACTIVE, configdrive=drive)
+        self._wait_active(instance, 'deploy')
+
+    @staticmethod
+    def _call(instance: Any, what: str, fn: Any, node_uuid: str,
+              *args: Any, **kwargs: Any) -> None:
+        try:
+            fn(node_uuid, *args, **kwargs)
+        except ironic.IronicError as e:
+            if 'InvalidImage' in str(e):
+                # Rescheduling cannot fix a bad image.
+                raise exception.BuildAbortException(
+                    instance_uuid=instance.uuid, reason=str(e)) from e
+            raise exception.InstanceDeployFailure(
+                reason='%s on Ironic node %s failed: %s'
+                % (what, node_uuid, e)) from e
+
+    def _validate(self, node_uuid: str) -> None:
+        try:
+            result = self._ironic.validate(node_uuid)
+        except ironic.IronicError as e:
+            raise exception.InstanceDeployFailure(
+                reason='cannot validate Ironic node %s: %s' % (node_uuid, e)
+            ) from e
+        failed = {name: result.get(name, {}).get('reason') or 'not valid'
+                  for name in REQUIRED_INTERFACES
+                  if not result.get(name, {}).get('result')}
+        if failed:
+            raise exception.ValidationError(detail=(
+                'Ironic node %s failed to validate: %s' % (
+                    node_uuid, ', '.join('%s: %s' % kv
+                                         for kv in sorted(failed.items())))))
+
+    def _wait_active(self, instance: Any, what: str) -> None:
+        """Wait for the instance's node to become ``active``."""
+
+        def read() -> nodeinfo.NodeInfo:
+            instance.refresh()
+            if (instance.task_state != task_states.REBUILD_SPAWNING and
+                    (instance.task_state == task_states.DELETING or
+                     instance.vm_state in (vm_states.ERROR,
+                                           vm_states.DELETED))):
+                raise exception.InstanceDeployFailure(
+                    reason='instance %s was deleted or failed while its %s '
+                    'was in progress' % (instance.uuid, what))
+            return self.instance_node(instance)
+
+        def done(node: nodeinfo.NodeInfo) -> bool:
+            if node.provision_state == states.ACTIVE:
+                return True
+            if node.provision_state == states.DEPLOYFAIL:
+                raise exception.InstanceDeployFailure(
+                    reason='Ironic failed to %s node %s: %s'
+                    % (what, node.uuid, node.last_error))
+            if node.target_provision_state in (states.DELETED,
+                                               states.AVAILABLE):
+                raise exception.InstanceNotFound(instance_id=instance.uuid)
+            return False
+
+        try:
+            self._wait('the %s of instance %s' % (what, instance.uuid),
+                       'deploy_timeout', read, done)
+        except waits.Timeout as e:
+            raise exception.InstanceDeployFailure(reason=str(e)) from e
+
+    # Tear-down ----------------------------------------------------------
+
+    def teardown(self, instance: Any, network_info: Any) -> None:
+        """Undo everything of ``instance`` on its node; idempotent.
+
+        A deployed node is asked to undeploy and waited for; Ironic's own
+        tear-down then detaches VIFs and clears the node. A node that was
+        only reserved gets its volume targets, VIFs and reservation
+        removed here.
+
+        :raises nova.exception.InstanceTerminationFailure: Ironic did not
+            finish within ``unprovision_timeout`` or refused.
+        """
+        try:
+            node = self._ironic.node_for_instance(instance.uuid)
+        except ironic.IronicError as e:
+            raise exception.InstanceTerminationFailure(
+                reason='cannot find the Ironic node of instance %s: %s'
+                % (instance.uuid, e)) from e
+        if node is None:
+            LOG.info('No Ironic node holds the instance; nothing to undo',
+                     instance=instance)
+            return
+        state = node.provision_state
+        if state in states.TEARING_DOWN:
+            LOG.info('Ironic is already tearing node %(node)s down '
+                     '(%(state)s); waiting', {'node': node.uuid,
+                                              'state': state},
+                     instance=instance)
+            self._wait_unprovisioned(instance, node.uuid)
+        elif (state in states.DEPLOYED_LIKE or
+              state not in states.KNOWN_PROVISION_STATES):
+            self._undeploy(instance, node)
+        else:
+            self._unreserve(instance, node, network_info)
+        self._remember(node.uuid)
+        LOG.info('Ironic node %(node)s no longer holds the instance',
+                 {'node': node.uuid}, instance=instance)
+
+    def _undeploy(self, instance: Any, node: nodeinfo.NodeInfo) -> None:
+        try:
+            self._ironic.set_provision_state(node.uuid, states.DELETED)
+        except ironic.BadRequest as e:
+            # Possibly already on its way down; only fail if it is not.
+            current = self._ironic.get_node(node.uuid)
+            if (current.provision_state not in states.TEARING_DOWN and
+                    current.provision_state not in states.UNPROVISIONED):
+                raise exception.InstanceTerminationFailure(
+                    reason='Ironic refused to undeploy node %s: %s'
+                    % (node.uuid, e)) from e
+        except ironic.IronicError as e:
+            raise exception.InstanceTerminationFailure(
+                reason='cannot undeploy Ironic node %s: %s' % (node.uuid, e)
+            ) from e
+        self._wait_unprovisioned(instance, node.uuid)
+
+    def _wait_unprovisioned(self, instance: Any, node_uuid: str) -> None:
+        def done(node: nodeinfo.NodeInfo) -> bool:
+            return node.provision_state in states.UNPROVISIONED
+
+        try:
+            node = self._wait('the tear-down of node %s' % node_uuid,
+                              'unprovision_timeout',
+                              lambda: self._ironic.get_node(node_uuid), done)
+        except waits.Timeout as e:
+            raise exception.InstanceTerminationFailure(reason=str(e)) from e
+        except ironic.NodeNotFound:
+            return
+        except ironic.IronicError as e:
+            raise exception.InstanceTerminationFailure(
+                reason='cannot follow the tear-down of node %s: %s'
+                % (node_uuid, e)) from e
+        if (node.instance_uuid == instance.uuid and
+                node.provision_state in (states.AVAILABLE,
+                                         states.MANAGEABLE)):
+            # Ironic normally clears this itself; never while cleaning.
+            self._ironic.release(node_uuid)
+
+    def _unreserve(self, instance: Any, node: nodeinfo.NodeInfo,
+                   network_info: Any) -> None:
+        try:
+            volumes.remove_targets(self._ironic, node.uuid)
+            vifs.unplug(self._ironic, node.uuid, network_info)
+            self._ironic.release(node.uuid)
+        except ironic.IronicError as e:
+            raise exception.InstanceTerminationFailure(
+                reason='cannot release Ironic node %s: %s' % (node.uuid, e)
+            ) from e
+
+    # Rebuild and rescue --------------------------------------------------
+
+    def rebuild(self, context: Any, instance: Any, image_meta: Any,
+                injected_files: Any, admin_password: str | None,
+                network_info: Any, preserve_ephemeral: bool,
+                metadata: Any) -> None:
+        instance.task_state = task_states.REBUILD_SPAWNING
+        instance.save(expected_task_state=[task_states.REBUILDING])
+        node_uuid = node_uuid_of(instance)
+        node = self._read(node_uuid, exception.InstanceDeployFailure)
+        patch = instance_info.deploy_patch(
+            node, instance, image_meta, instance.flavor, metadata,
+            preserve_ephemeral=preserve_ephemeral,
+            ephemeral_format=self._conf.default_ephemeral_format)
+        self._call(instance, 'writing instance_info', self._ironic.patch,
+                   node_uuid, patch)
+        drive = None
+        if configdrive.required(instance):
+            try:
+                drive = configdrive.build(self._ironic, instance, node_uuid,
+                                          network_info, admin_password,
+                                          injected_files)
+            except Exception as e:
+                raise exception.InstanceDeployFailure(
+                    reason='failed to build the config drive: %s' % e
+                ) from e
+        self._call(instance, 'requesting the rebuild',
+                   self._ironic.set_provision_state, node_uuid,
+                   states.REBUILD, configdrive=drive)
+        # Rebuild ends in "active" like a deploy.
+        self._wait_active(instance, 'rebuild')
+        self._remember(node_uuid)
+        LOG.info('Rebuilt on Ironic node %s', node_uuid, instance=instance)
+
+    def rescue(self, instance: Any, rescue_password: str) -> None:
+        self._rescue_action(instance, 'rescue', states.RESCUE,
+                            states.RESCUEFAIL,
+                            exception.InstanceRescueFailure,
+                            rescue_password=rescue_password)
+
+    def unrescue(self, instance: Any) -> None:
+        self._rescue_action(instance, 'unrescue', states.ACTIVE,
+                            states.UNRESCUEFAIL,
+                            exception.InstanceUnRescueFailure)
+
+    def _rescue_action(self, instance: Any, verb: str, goal: str,
+                       failed: str, error: type, **kwargs: Any) -> None:
+        node_uuid = node_uuid_of(instance)
+        try:
+            self._ironic.set_provision_state(node_uuid, verb, **kwargs)
+        except ironic.IronicError as e:
+            raise error(reason='Ironic refused to %s node %s: %s'
+                        % (verb, node_uuid, e)) from e
+
+        def done(node: nodeinfo.NodeInfo) -> bool:
+            if node.provision_state == failed:
+                raise error(reason='Ironic failed to %s node %s: %s'
+                            % (verb, node_uuid, node.last_error))
+            return node.provision_state == goal
+
+        try:
+            self._wait('the %s of node %s' % (verb, node_uuid),
+                       'rescue_timeout',
+                       lambda: self.instance_node(instance), done)
+        except waits.Timeout as e:
+            raise error(reason=str(e)) from e
+        except exception.InstanceNotFound as e:
+            raise error(reason=str(e)) from e
+        self._remember(node_uuid)
+        LOG.info('%(verb)s of Ironic node %(node)s done',
+                 {'verb': verb.capitalize(), 'node': node_uuid},
+                 instance=instance)

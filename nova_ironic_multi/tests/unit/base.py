@@ -1,0 +1,82 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""A driver on nova's test database with a fake Ironic behind it."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest import mock
+import uuid
+
+import fixtures
+from nova.compute import vm_states
+from nova.conf import CONF
+from nova import context as nova_context
+from nova.network import model as network_model
+from nova import objects
+from nova import test
+from nova.tests.unit import fake_instance
+from nova.virt import virtapi
+
+from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi import driver
+from nova_ironic_multi.tests.unit import fake_ironic
+
+
+class DriverTestCase(test.TestCase):
+    """``self.driver`` runs as ``host1`` against ``self.ironic``."""
+
+    HOST = 'host1'
+
+    def setUp(self) -> None:
+        super().setUp()
+        nim_conf.register_opts(CONF)
+        self.flags(poll_interval=0.1, deploy_timeout=5,
+                   unprovision_timeout=5, power_timeout=5, rescue_timeout=5,
+                   console_timeout=5, group='ironic_multi')
+        self.ironic = fake_ironic.FakeIronic()
+        self.useFixture(fixtures.MockPatch(
+            'nova_ironic_multi.ironic.Ironic', return_value=self.ironic))
+        self.ctxt = nova_context.get_admin_context()
+        self.driver = driver.IronicDriver(virtapi.VirtAPI())
+        self.driver.init_host(self.HOST)
+
+    def make_service(self, host: str, **fields: Any) -> None:
+        objects.Service(self.ctxt, host=host, binary='nova-compute',
+                        topic='compute', **fields).create()
+
+    def make_instance(self, host: str = HOST,
+                      **fields: Any) -> objects.Instance:
+        """An instance row in nova's database (of ``host``)."""
+        inst = objects.Instance(
+            self.ctxt, uuid=str(uuid.uuid4()), host=host,
+            project_id='p', user_id='u', vm_state=vm_states.ACTIVE,
+            display_name=fields.pop('display_name', 'vm'), **fields)
+        inst.create()
+        return inst
+
+    def fake_instance(self, node: str | None, **updates: Any) -> Any:
+        """An instance object for driver calls that do not need the DB."""
+        inst = fake_instance.fake_instance_obj(
+            self.ctxt, node=node, host=self.HOST,
+            uuid=str(uuid.uuid4()), **updates)
+        inst.refresh = mock.Mock()
+        inst.save = mock.Mock()
+        return inst
+
+    @staticmethod
+    def network_info(*vif_ids: str) -> network_model.NetworkInfo:
+        return network_model.NetworkInfo(
+            [network_model.VIF(id=v, address='52:54:00:00:00:%02x' % i,
+                               network=network_model.Network(
+                                   id='net', subnets=[]))
+             for i, v in enumerate(vif_ids)])

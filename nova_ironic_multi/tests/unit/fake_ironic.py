@@ -1,0 +1,299 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""An in-memory stand-in for :class:`nova_ironic_multi.ironic.Ironic`.
+
+It keeps nodes as dictionaries and moves them through Ironic's states the
+way a fake-hardware conductor does: a requested provision or power change
+takes ``steps`` reads to finish. Every call is recorded in ``calls``;
+``failures`` makes a named method raise (once per queued exception).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Any
+import uuid as uuidlib
+
+from nova_ironic_multi import ironic
+from nova_ironic_multi import nodeinfo
+from nova_ironic_multi import partition
+from nova_ironic_multi import states
+
+_PROVISION = {
+    # verb: (transient state, final state)
+    'active': (states.DEPLOYING, states.ACTIVE),
+    'deleted': (states.DELETING, states.AVAILABLE),
+    'rebuild': (states.DEPLOYING, states.ACTIVE),
+    'rescue': (states.RESCUING, states.RESCUE),
+    'unrescue': (states.UNRESCUING, states.ACTIVE),
+}
+_ALLOWED = {
+    'active': {states.AVAILABLE},
+    'deleted': states.DEPLOYED_LIKE,
+    'rebuild': {states.ACTIVE, states.DEPLOYFAIL, states.ERROR},
+    'rescue': {states.ACTIVE, states.RESCUE},
+    'unrescue': {states.RESCUE},
+}
+
+
+@dataclasses.dataclass
+class Port:
+    uuid: str
+    address: str
+    internal_info: dict[str, Any] = dataclasses.field(default_factory=dict)
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    portgroup_uuid: str | None = None
+
+
+class FakeIronic:
+
+    def __init__(self, version: tuple[int, int] = (1, 115),
+                 steps: int = 1) -> None:
+        self.version = version
+        self.steps = steps
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self.failures: dict[str, list[Exception]] = (
+            collections.defaultdict(list))
+        self.requests: collections.Counter[str] = collections.Counter()
+        self.vifs: dict[str, list[str]] = collections.defaultdict(list)
+        self.targets: dict[str, list[Any]] = collections.defaultdict(list)
+        self.connectors: dict[str, list[Any]] = collections.defaultdict(list)
+        self.ports_of: dict[str, list[Port]] = collections.defaultdict(list)
+        self.groups_of: dict[str, list[Any]] = collections.defaultdict(list)
+        self.validation: dict[str, dict[str, Any]] = {}
+        self.listed_pages: list[dict[str, Any]] = []
+        #: nodes Ironic returns whatever the filter (server-side bugs).
+        self.ignore_filters = False
+
+    # Set-up -----------------------------------------------------------
+
+    def add_node(self, node_uuid: str | None = None,
+                 **fields: Any) -> str:
+        node_uuid = node_uuid or str(uuidlib.uuid4())
+        node = {
+            'uuid': node_uuid, 'instance_uuid': None,
+            'power_state': states.POWER_OFF, 'target_power_state': None,
+            'provision_state': states.AVAILABLE,
+            'target_provision_state': None, 'maintenance': False,
+            'resource_class': 'baremetal', 'conductor_group': '',
+            'shard': None, 'traits': [], 'last_error': None,
+            'properties': {'cpu_arch': 'x86_64', 'local_gb': 10},
+            'instance_info': {}, 'driver_internal_info': {},
+            'console': {'console_enabled': False, 'console_info': None},
+            '_pending': None,
+        }
+        node.update(fields)
+        self.nodes[node_uuid] = node
+        return node_uuid
+
+    def fail(self, method: str, exc: Exception, times: int = 1) -> None:
+        self.failures[method].extend([exc] * times)
+
+    # Internals --------------------------------------------------------
+
+    def _record(self, method: str, *args: Any) -> None:
+        self.calls.append((method, args))
+        self.requests[method] += 1
+        queue = self.failures.get(method)
+        if queue:
+            raise queue.pop(0)
+
+    def calls_to(self, method: str) -> list[tuple[Any, ...]]:
+        return [args for name, args in self.calls if name == method]
+
+    def _advance(self, node: dict[str, Any]) -> None:
+        pending = node['_pending']
+        if pending is None:
+            return
+        pending['left'] -= 1
+        if pending['left'] > 0:
+            return
+        node['_pending'] = None
+        node.update(pending['final'])
+
+    def _info(self, node: dict[str, Any]) -> nodeinfo.NodeInfo:
+        return nodeinfo.NodeInfo.from_api(
+            type('N', (), {k: v for k, v in node.items()
+                           if not k.startswith('_')}))
+
+    def _get(self, node_uuid: str) -> dict[str, Any]:
+        try:
+            return self.nodes[node_uuid]
+        except KeyError:
+            raise ironic.NodeNotFound('node %s not found' % node_uuid)
+
+    def _schedule(self, node: dict[str, Any], now: dict[str, Any],
+                  final: dict[str, Any]) -> None:
+        node.update(now)
+        node['_pending'] = {'left': self.steps, 'final': final}
+        if self.steps == 0:
+            self._advance(node)
+
+    # The Ironic interface ----------------------------------------------
+
+    def list_nodes(self, scope: partition.Scope) -> list[nodeinfo.NodeInfo]:
+        self._record('list_nodes', scope)
+        if scope.shard is not None and self.version < ironic.SHARD_VERSION:
+            raise ironic.VersionNotSupported('no shard filter')
+        found = []
+        for node in self.nodes.values():
+            self._advance(node)
+            if self.ignore_filters or scope.contains(node['conductor_group'],
+                                                     node['shard']):
+                found.append(self._info(node))
+        return found
+
+    def get_node(self, node_uuid: str) -> nodeinfo.NodeInfo:
+        self._record('get_node', node_uuid)
+        node = self._get(node_uuid)
+        self._advance(node)
+        return self._info(node)
+
+    def node_for_instance(self,
+                          instance_uuid: str) -> nodeinfo.NodeInfo | None:
+        self._record('node_for_instance', instance_uuid)
+        for node in self.nodes.values():
+            if node['instance_uuid'] == instance_uuid:
+                self._advance(node)
+                # Tear-down may just have cleared the association.
+                if node['instance_uuid'] == instance_uuid:
+                    return self._info(node)
+        return None
+
+    def get_fields(self, node_uuid: str, fields: list[str]) -> Any:
+        self._record('get_fields', node_uuid, fields)
+        node = self._get(node_uuid)
+        return type('N', (), {f: node.get(f) for f in fields})
+
+    def reserve(self, node_uuid: str, instance_uuid: str) -> None:
+        self._record('reserve', node_uuid, instance_uuid)
+        node = self._get(node_uuid)
+        if node['instance_uuid'] not in (None, instance_uuid):
+            raise ironic.Conflict('Node %s is associated with instance %s.'
+                                  % (node_uuid, node['instance_uuid']))
+        node['instance_uuid'] = instance_uuid
+
+    def release(self, node_uuid: str) -> None:
+        self._record('release', node_uuid)
+        node = self._get(node_uuid)
+        if node['provision_state'] in states.TEARING_DOWN:
+            raise ironic.Conflict('Node %s is locked' % node_uuid)
+        node['instance_uuid'] = None
+        node['instance_info'] = {}
+
+    def patch(self, node_uuid: str, patch: list[dict[str, Any]]) -> None:
+        self._record('patch', node_uuid, patch)
+        node = self._get(node_uuid)
+        if node['provision_state'] in states.TEARING_DOWN:
+            raise ironic.Conflict('Node %s is locked' % node_uuid)
+        for op in patch:
+            parts = op['path'].strip('/').split('/')
+            if parts[0] == 'instance_info' and len(parts) == 2:
+                node['instance_info'][parts[1]] = op.get('value')
+
+    def validate(self, node_uuid: str) -> dict[str, dict[str, Any]]:
+        self._record('validate', node_uuid)
+        self._get(node_uuid)
+        result = {i: {'result': True, 'reason': None}
+                  for i in ('deploy', 'power', 'storage', 'boot')}
+        result.update(self.validation)
+        return result
+
+    def set_provision_state(self, node_uuid: str, target: str,
+                            **kwargs: Any) -> None:
+        self._record('set_provision_state', node_uuid, target, kwargs)
+        node = self._get(node_uuid)
+        if node['provision_state'] not in _ALLOWED[target]:
+            raise ironic.BadRequest(
+                'The requested action "%s" can not be performed on node %s '
+                'while it is in state "%s"'
+                % (target, node_uuid, node['provision_state']))
+        transient, final = _PROVISION[target]
+        done: dict[str, Any] = {'provision_state': final,
+                                'target_provision_state': None}
+        if target == 'deleted':
+            done.update(instance_uuid=None, instance_info={})
+            self.vifs.pop(node_uuid, None)
+        if 'configdrive' in kwargs:
+            node['instance_info']['configdrive'] = kwargs['configdrive']
+        self._schedule(node, {'provision_state': transient,
+                              'target_provision_state': final}, done)
+
+    def set_power_state(self, node_uuid: str, target: str,
+                        soft: bool = False,
+                        timeout: int | None = None) -> None:
+        self._record('set_power_state', node_uuid, target, soft, timeout)
+        node = self._get(node_uuid)
+        final = states.POWER_OFF if target == 'off' else states.POWER_ON
+        self._schedule(node, {'target_power_state': final},
+                       {'power_state': final, 'target_power_state': None})
+
+    def inject_nmi(self, node_uuid: str) -> None:
+        self._record('inject_nmi', node_uuid)
+        self._get(node_uuid)
+
+    def vif_attach(self, node_uuid: str, vif_id: str) -> None:
+        self._record('vif_attach', node_uuid, vif_id)
+        self._get(node_uuid)
+        if vif_id in self.vifs[node_uuid]:
+            raise ironic.Conflict('VIF %s is already attached' % vif_id)
+        self.vifs[node_uuid].append(vif_id)
+
+    def vif_detach(self, node_uuid: str, vif_id: str) -> None:
+        self._record('vif_detach', node_uuid, vif_id)
+        self._get(node_uuid)
+        if vif_id not in self.vifs[node_uuid]:
+            raise ironic.BadRequest('VIF %s is not attached' % vif_id)
+        self.vifs[node_uuid].remove(vif_id)
+
+    def get_console(self, node_uuid: str) -> dict[str, Any]:
+        self._record('get_console', node_uuid)
+        return dict(self._get(node_uuid)['console'])
+
+    def set_console_mode(self, node_uuid: str, enabled: bool) -> None:
+        self._record('set_console_mode', node_uuid, enabled)
+        self._get(node_uuid)['console']['console_enabled'] = enabled
+
+    def ports(self, node_uuid: str, address: str | None = None) -> list[Any]:
+        self._record('ports', node_uuid, address)
+        return [p for p in self.ports_of[node_uuid]
+                if address is None or p.address == address]
+
+    def portgroups(self, node_uuid: str,
+                   address: str | None = None) -> list[Any]:
+        self._record('portgroups', node_uuid, address)
+        return [p for p in self.groups_of[node_uuid]
+                if address is None or p.address == address]
+
+    def volume_targets(self, node_uuid: str) -> list[Any]:
+        self._record('volume_targets', node_uuid)
+        return list(self.targets[node_uuid])
+
+    def create_volume_target(self, **fields: Any) -> None:
+        self._record('create_volume_target', fields)
+        target = type('T', (), dict(fields, uuid=str(uuidlib.uuid4())))
+        self.targets[fields['node_uuid']].append(target)
+
+    def delete_volume_target(self, target_uuid: str) -> None:
+        self._record('delete_volume_target', target_uuid)
+        for targets in self.targets.values():
+            for t in list(targets):
+                if t.uuid == target_uuid:
+                    targets.remove(t)
+                    return
+        raise ironic.NodeNotFound(target_uuid)
+
+    def volume_connectors(self, node_uuid: str) -> list[Any]:
+        self._record('volume_connectors', node_uuid)
+        return list(self.connectors[node_uuid])

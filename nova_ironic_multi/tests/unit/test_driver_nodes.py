@@ -1,0 +1,312 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The division as nova sees it: nodes, resources, instances, outages."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+from unittest import mock
+
+from nova.compute import power_state
+from nova.compute import provider_tree
+from nova import exception
+from nova.virt import virtapi
+
+from nova_ironic_multi import driver
+from nova_ironic_multi import ironic
+from nova_ironic_multi import membership
+from nova_ironic_multi import rings
+from nova_ironic_multi import states
+from nova_ironic_multi.tests.unit import base
+
+HOSTS = ('host1', 'host2', 'host3')
+
+
+class DivisionTest(base.DriverTestCase):
+
+    def setUp(self) -> None:
+        super().setUp()
+        for host in HOSTS:
+            self.make_service(host)
+        self.node_ids = [self.ironic.add_node() for _ in range(30)]
+        # Every service must show up as an Ironic compute in nova's eyes.
+        self.drivers = {'host1': self.driver}
+        for host in HOSTS[1:]:
+            drv = driver.IronicDriver(virtapi.VirtAPI())
+            drv.init_host(host)
+            self.drivers[host] = drv
+        self._register_compute_nodes()
+
+    def _register_compute_nodes(self) -> None:
+        from nova import objects
+        import uuid
+        for host in HOSTS:
+            objects.ComputeNode(
+                self.ctxt, host=host, hypervisor_hostname='seed-' + host,
+                uuid=str(uuid.uuid4()), hypervisor_type='ironic',
+                hypervisor_version=1, vcpus=0, memory_mb=0, local_gb=0,
+                vcpus_used=0, memory_mb_used=0, local_gb_used=0,
+                cpu_info='', disk_available_least=0, free_ram_mb=0,
+                free_disk_gb=0, current_workload=0, running_vms=0).create()
+
+    def owner_by_ring(self, node: str) -> str:
+        return rings.load('compatible', HOSTS, 5).assign([node])[node]
+
+    def test_every_node_reported_by_exactly_one_host(self) -> None:
+        reported = {h: set(d.get_available_nodes())
+                    for h, d in self.drivers.items()}
+        everything = set().union(*reported.values())
+        self.assertEqual(set(self.node_ids), everything)
+        self.assertEqual(len(self.node_ids),
+                         sum(len(r) for r in reported.values()))
+        for host, nodes in reported.items():
+            self.assertTrue(nodes, host)
+            for node in nodes:
+                self.assertEqual(host, self.owner_by_ring(node))
+
+    def test_nodenames_by_uuid_are_the_node_uuids(self) -> None:
+        names = self.driver.get_nodenames_by_uuid()
+        self.assertEqual(set(self.driver.get_available_nodes()), set(names))
+        self.assertTrue(all(k == v for k, v in names.items()))
+
+    def test_instance_nodes_stay_with_their_instance_host(self) -> None:
+        node = next(n for n in self.node_ids
+                    if self.owner_by_ring(n) == 'host2')
+        inst = self.make_instance(host='host1')
+        self.ironic.nodes[node].update(instance_uuid=inst.uuid,
+                                       provision_state=states.ACTIVE)
+        self.assertIn(node, self.drivers['host1'].get_available_nodes())
+        self.assertNotIn(node, self.drivers['host2'].get_available_nodes())
+        self.assertNotIn(node, self.drivers['host3'].get_available_nodes())
+
+    def test_regression_1750450_outage_is_not_an_empty_fleet(self) -> None:
+        before = self.driver.get_available_nodes()
+        self.ironic.fail('list_nodes', ironic.IronicUnavailable('refused'))
+        self.assertRaises(exception.VirtDriverNotReady,
+                          self.driver.get_available_nodes)
+        # The cache still serves the resource tracker meanwhile.
+        self.assertEqual(set(before),
+                         set(self.driver._inventory.cached().nodes))
+        self.assertEqual(before, self.driver.get_available_nodes())
+
+    def test_regression_1841481_instances_read_after_the_nodes(self) -> None:
+        # A node the ring gives host2 gets one of host1's instances while
+        # host1 is listing: it must stay host1's, not look foreign.
+        node = next(n for n in self.node_ids
+                    if self.owner_by_ring(n) == 'host2')
+        real_list = self.ironic.list_nodes
+
+        def list_while_spawning(scope: Any) -> Any:
+            listed = real_list(scope)
+            inst = self.make_instance(host='host1')
+            self.ironic.nodes[node]['instance_uuid'] = inst.uuid
+            return [n if n.uuid != node else
+                    self.ironic.get_node(node) for n in listed]
+
+        self.ironic.list_nodes = list_while_spawning  # type: ignore
+        self.assertIn(node, self.driver.get_available_nodes())
+
+    def test_regression_2043036_list_instances_only_this_hosts(self) -> None:
+        mine = self.make_instance(host='host1', display_name='mine')
+        theirs = self.make_instance(host='host2', display_name='theirs')
+        self.ironic.nodes[self.node_ids[0]].update(
+            instance_uuid=mine.uuid, provision_state=states.ACTIVE)
+        self.ironic.nodes[self.node_ids[1]].update(
+            instance_uuid=theirs.uuid, provision_state=states.ACTIVE)
+        self.driver.get_available_nodes()
+        self.assertEqual([mine.uuid], self.driver.list_instance_uuids())
+        self.assertEqual([mine.name], self.driver.list_instances())
+        self.assertEqual(1, self.driver.get_num_instances())
+        self.drivers['host2'].get_available_nodes()
+        self.assertEqual([theirs.uuid],
+                         self.drivers['host2'].list_instance_uuids())
+
+    def test_node_outside_the_scope_is_never_reported(self) -> None:
+        self.flags(partition_key='rack-a', peer_list=['host1'],
+                   group='ironic_multi')
+        inside = self.ironic.add_node(conductor_group='rack-a')
+        # An Ironic that ignores the filter (as its "next" links do).
+        self.ironic.ignore_filters = True
+        self.assertEqual([inside], self.driver.get_available_nodes())
+        (scope,) = self.ironic.calls_to('list_nodes')[-1]
+        self.assertEqual('rack-a', scope.conductor_group)
+
+    def test_scope_ironic_cannot_filter_fails_closed(self) -> None:
+        self.ironic.version = (1, 80)
+        self.flags(shard='shard-1', group='ironic')
+        with self.assertLogs('nova_ironic_multi.inventory', 'ERROR') as logs:
+            self.assertRaises(exception.VirtDriverNotReady,
+                              self.driver.get_available_nodes)
+        self.assertIn('shard', '\n'.join(logs.output))
+
+    def test_unknown_peers_are_not_ready(self) -> None:
+        with mock.patch.object(
+                membership.servicegroup.ServiceGroupMembership, 'live_peers',
+                side_effect=membership.MembershipUnavailable('db down')):
+            self.assertRaises(exception.VirtDriverNotReady,
+                              self.driver.get_available_nodes)
+
+    def test_invalid_reload_keeps_the_last_good_partition(self) -> None:
+        before = set(self.driver.get_available_nodes())
+        self.flags(peer_list=['host2', 'host3'], group='ironic_multi')
+        with self.assertLogs('nova_ironic_multi.inventory', 'ERROR') as logs:
+            after = set(self.driver.get_available_nodes())
+        self.assertEqual(before, after)
+        self.assertIn('peer_list', '\n'.join(logs.output))
+
+    def test_concurrent_callers_share_refreshes(self) -> None:
+        results: list[set[str]] = []
+        barrier = threading.Barrier(6)
+
+        def work() -> None:
+            barrier.wait()
+            for _ in range(5):
+                results.append(set(self.driver.get_available_nodes()))
+                self.driver.list_instance_uuids()
+
+        threads = [threading.Thread(target=work) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(1, len({frozenset(r) for r in results}))
+        self.assertLessEqual(len(self.ironic.calls_to('list_nodes')), 30)
+
+
+class NodeQueriesTest(base.DriverTestCase):
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.node = self.ironic.add_node(traits=['CUSTOM_GOLD'],
+                                         properties={
+                                             'cpu_arch': 'x86_64',
+                                             'capabilities':
+                                                 'boot_mode:uefi,bad',
+                                             'local_gb': 10})
+        self.driver.get_available_nodes()
+
+    def test_node_is_available(self) -> None:
+        self.assertTrue(self.driver.node_is_available(self.node))
+        other = self.ironic.add_node()
+        self.assertTrue(self.driver.node_is_available(other))
+        self.assertFalse(self.driver.node_is_available('missing'))
+        self.ironic.fail('get_node', ironic.IronicUnavailable('down'))
+        self.assertTrue(self.driver.node_is_available('unknown-now'))
+
+    def test_is_node_deleted_only_on_404(self) -> None:
+        self.assertFalse(self.driver.is_node_deleted(self.node))
+        self.assertTrue(self.driver.is_node_deleted('missing'))
+        self.ironic.fail('get_node', ironic.IronicUnavailable('down'))
+        self.assertFalse(self.driver.is_node_deleted(self.node))
+
+    def tree(self) -> provider_tree.ProviderTree:
+        tree = provider_tree.ProviderTree()
+        tree.new_root(self.node, self.node)
+        return tree
+
+    def test_provider_tree_one_unit_free(self) -> None:
+        tree = self.tree()
+        self.driver.update_provider_tree(tree, self.node)
+        data = tree.data(self.node)
+        self.assertEqual({'CUSTOM_BAREMETAL': {
+            'total': 1, 'reserved': 0, 'min_unit': 1, 'max_unit': 1,
+            'step_size': 1, 'allocation_ratio': 1.0}}, data.inventory)
+        self.assertEqual({'CUSTOM_GOLD'}, data.traits)
+
+    def _reserved(self) -> int:
+        self.driver.get_available_nodes()
+        tree = self.tree()
+        self.driver.update_provider_tree(tree, self.node)
+        return int(tree.data(self.node).inventory['CUSTOM_BAREMETAL'][
+            'reserved'])
+
+    def test_provider_tree_reserved_when_used_or_unavailable(self) -> None:
+        inst = self.make_instance()
+        self.ironic.nodes[self.node].update(instance_uuid=inst.uuid,
+                                            provision_state=states.ACTIVE)
+        self.assertEqual(1, self._reserved())
+        self.flags(skip_reserve_in_use_ironic_nodes=True, group='workarounds')
+        # In use but ACTIVE is still "not available" for a new instance.
+        self.assertEqual(1, self._reserved())
+        self.ironic.nodes[self.node].update(provision_state=states.AVAILABLE)
+        self.assertEqual(0, self._reserved())
+        self.ironic.nodes[self.node].update(instance_uuid=None,
+                                            maintenance=True)
+        self.assertEqual(1, self._reserved())
+
+    def test_provider_tree_without_resource_class(self) -> None:
+        self.ironic.nodes[self.node]['resource_class'] = None
+        self.driver.get_available_nodes()
+        self.assertRaises(exception.NoResourceClass,
+                          self.driver.update_provider_tree, self.tree(),
+                          self.node)
+
+    def test_available_resource(self) -> None:
+        res = self.driver.get_available_resource(self.node)
+        self.assertEqual(self.node, res['hypervisor_hostname'])
+        self.assertEqual(self.node, res['uuid'])
+        self.assertEqual('ironic', res['hypervisor_type'])
+        self.assertEqual([('x86_64', 'baremetal', 'hvm')],
+                         res['supported_instances'])
+        self.assertEqual({'cpu_arch': 'x86_64', 'boot_mode': 'uefi'},
+                         res['stats'])
+        self.assertEqual(0, res['vcpus'] + res['memory_mb'] + res['local_gb'])
+
+    def test_resources_of_a_node_not_cached_are_read(self) -> None:
+        other = self.ironic.add_node()
+        self.assertEqual(other,
+                         self.driver.get_available_resource(other)['uuid'])
+        self.assertRaises(exception.NovaException,
+                          self.driver.get_available_resource, 'missing')
+
+    def test_get_info_and_instance_exists(self) -> None:
+        inst = self.fake_instance(self.node)
+        self.assertEqual(power_state.NOSTATE,
+                         self.driver.get_info(inst).state)
+        self.assertFalse(self.driver.instance_exists(inst))
+        self.ironic.nodes[self.node].update(
+            instance_uuid=inst.uuid, power_state=states.POWER_ON,
+            provision_state=states.ACTIVE)
+        self.assertEqual(power_state.RUNNING,
+                         self.driver.get_info(inst, use_cache=False).state)
+        self.assertTrue(self.driver.instance_exists(inst))
+        self.ironic.fail('node_for_instance', ironic.IronicUnavailable('x'))
+        self.assertRaises(exception.NovaException, self.driver.get_info,
+                          inst, use_cache=False)
+
+
+class StartupTest(base.DriverTestCase):
+
+    def test_contradiction_refuses_to_start_naming_both_options(
+            self) -> None:
+        self.flags(partition_key='rack-a', peer_list=['host1'],
+                   group='ironic_multi')
+        self.flags(conductor_group='rack-b', group='ironic')
+        drv = driver.IronicDriver(virtapi.VirtAPI())
+        exc = self.assertRaises(exception.InvalidConfiguration,
+                                drv.init_host, 'host1')
+        self.assertIn('[ironic_multi] partition_key', str(exc))
+        self.assertIn('[ironic] conductor_group', str(exc))
+
+    def test_unknown_ring_refuses_to_start(self) -> None:
+        self.flags(ring_algorithm='fancy', group='ironic_multi')
+        drv = driver.IronicDriver(virtapi.VirtAPI())
+        exc = self.assertRaises(exception.InvalidConfiguration,
+                                drv.init_host, 'host1')
+        self.assertIn('[ironic_multi] ring_algorithm', str(exc))
+
+    def test_capabilities_match_the_in_tree_driver(self) -> None:
+        from nova.virt.ironic import driver as in_tree
+        self.assertEqual(in_tree.IronicDriver.capabilities,
+                         driver.IronicDriver.capabilities)
+        self.assertTrue(driver.IronicDriver.rebalances_nodes)
