@@ -21,8 +21,8 @@ import random
 import statistics
 import time
 import tracemalloc
-import uuid
 from typing import Any
+import uuid
 
 
 def random_uuids(n: int, seed: int = 2016) -> list[str]:
@@ -86,8 +86,10 @@ def machine() -> str:
 def table(headers: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
               for i, h in enumerate(headers)]
-    line = '  '.join('%-*s' % (w, h) for w, h in zip(widths, headers))
+    line = '  '.join('%-*s' % (w, h)
+                     for w, h in zip(widths, headers, strict=True))
     out = [line, '  '.join('-' * w for w in widths)]
     for r in rows:
-        out.append('  '.join('%*s' % (w, c) for w, c in zip(widths, r)))
+        out.append('  '.join('%*s' % (w, c)
+                             for w, c in zip(widths, r, strict=True)))
     return '\n'.join(out)

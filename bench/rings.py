@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import sys
 from typing import Any
 
@@ -83,12 +84,13 @@ def run_size(n_nodes: int, n_hosts: int, nodes: list[str],
              repeat: int) -> list[dict[str, Any]]:
     members = ['compute-%04d' % i for i in range(n_hosts)]
     me = members[len(members) // 2]
-    results = []
+    results: list[dict[str, Any]] = []
+    tooz_base: dict[str, str] = {}
     for algorithm in ('tooz',) + ALGORITHMS:
-        built = common.measure(lambda: build(algorithm, members))
+        built = common.measure(functools.partial(build, algorithm, members))
         ring = built.value
         slow = algorithm == 'tooz' and n_nodes * n_hosts >= 10 ** 8
-        own = common.median_of(lambda: ring.select(nodes, me),
+        own = common.median_of(functools.partial(ring.select, nodes, me),
                                1 if slow else repeat)
         base = ring.assign(nodes)
         counts = collections.Counter(base.values())

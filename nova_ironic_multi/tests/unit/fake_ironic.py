@@ -131,7 +131,8 @@ class FakeIronic:
         try:
             return self.nodes[node_uuid]
         except KeyError:
-            raise ironic.NodeNotFound('node %s not found' % node_uuid)
+            raise ironic.NodeNotFound(
+                'node %s not found' % node_uuid) from None
 
     def _schedule(self, node: dict[str, Any], now: dict[str, Any],
                   final: dict[str, Any]) -> None:
