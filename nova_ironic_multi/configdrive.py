@@ -44,14 +44,18 @@ def _vif_of(port: Any) -> str | None:
 
 
 def network_metadata(client: ironic.Ironic, node_uuid: str,
-                     network_info: Any) -> dict[str, Any]:
+                     network_info: Any) -> dict[str, Any] | None:
     """``network_data.json``, with Ironic's port groups shown as bonds.
 
     A VIF attached to a port group is a bond of that group's ports, with
     the group's mode and properties (``bond_*``); a VIF attached to a port
     gets that port's MAC address.
     """
-    metadata: dict[str, Any] = netutils.get_network_metadata(network_info)
+    metadata: dict[str, Any] | None = netutils.get_network_metadata(
+        network_info)
+    if metadata is None:
+        # No network at all: no network_data.json either.
+        return None
     ports = client.ports(node_uuid)
     groups = client.portgroups(node_uuid)
     by_vif_port = {v: p for p in ports if (v := _vif_of(p))}

@@ -128,12 +128,16 @@ class Ironic:
             session.timeout = conf.ironic_multi.request_timeout
         adapter = ks_loading.load_adapter_from_conf_options(
             conf, GROUP, session=session, auth=auth)
-        endpoint = adapter.get_endpoint()
+        hint = ('set [ironic] endpoint_override, or the [ironic] auth '
+                'options so that the endpoint can be found in the service '
+                'catalog')
+        try:
+            endpoint = adapter.get_endpoint()
+        except ks_exc.ClientException as e:
+            raise IronicUnavailable('No Ironic endpoint (%s): %s'
+                                    % (e, hint)) from e
         if not endpoint:
-            raise IronicUnavailable(
-                'No Ironic endpoint: set [ironic] endpoint_override, or the '
-                '[ironic] auth options so the endpoint can be found in the '
-                'service catalog.')
+            raise IronicUnavailable('No Ironic endpoint: %s' % hint)
         return session, endpoint
 
     def _connect(self) -> tuple[Any, Any]:

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 from unittest import mock
 import uuid
@@ -43,6 +45,10 @@ class DriverTestCase(test.TestCase):
         self.flags(poll_interval=0.1, deploy_timeout=5,
                    unprovision_timeout=5, power_timeout=5, rescue_timeout=5,
                    console_timeout=5, group='ironic_multi')
+        # Config drives need an ISO 9660 tool; nova's default is the
+        # genisoimage binary, pycdlib (an Ironic dependency) ships one.
+        self.flags(mkisofs_cmd=os.path.join(os.path.dirname(sys.executable),
+                                            'pycdlib-genisoimage'))
         self.ironic = fake_ironic.FakeIronic()
         self.useFixture(fixtures.MockPatch(
             'nova_ironic_multi.ironic.Ironic', return_value=self.ironic))
@@ -69,14 +75,20 @@ class DriverTestCase(test.TestCase):
         inst = fake_instance.fake_instance_obj(
             self.ctxt, node=node, host=self.HOST,
             uuid=str(uuid.uuid4()), **updates)
+        inst.system_metadata = {}
         inst.refresh = mock.Mock()
         inst.save = mock.Mock()
         return inst
 
     @staticmethod
     def network_info(*vif_ids: str) -> network_model.NetworkInfo:
-        return network_model.NetworkInfo(
-            [network_model.VIF(id=v, address='52:54:00:00:00:%02x' % i,
-                               network=network_model.Network(
-                                   id='net', subnets=[]))
-             for i, v in enumerate(vif_ids)])
+        """One VIF per id, each with an IPv4 address on 192.0.2.0/24."""
+        return network_model.NetworkInfo([
+            network_model.VIF(
+                id=v, address='52:54:00:00:00:%02x' % i,
+                network=network_model.Network(id='net', subnets=[
+                    network_model.Subnet(
+                        cidr='192.0.2.0/24', version=4,
+                        ips=[network_model.FixedIP(
+                            address='192.0.2.%d' % (i + 10))])]))
+            for i, v in enumerate(vif_ids)])

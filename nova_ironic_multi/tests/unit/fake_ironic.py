@@ -226,7 +226,7 @@ class FakeIronic:
         if target == 'deleted':
             done.update(instance_uuid=None, instance_info={})
             self.vifs.pop(node_uuid, None)
-        if 'configdrive' in kwargs:
+        if kwargs.get('configdrive') is not None:
             node['instance_info']['configdrive'] = kwargs['configdrive']
         self._schedule(node, {'provision_state': transient,
                               'target_provision_state': final}, done)

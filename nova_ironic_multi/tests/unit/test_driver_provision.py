@@ -1,0 +1,421 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Reservation, deploy, delete, rebuild and rescue against a fake Ironic."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+from typing import Any
+
+import fixtures
+from nova.compute import task_states
+from nova import exception
+from nova import objects
+
+from nova_ironic_multi import ironic
+from nova_ironic_multi import states
+from nova_ironic_multi.tests.unit import base
+
+IMAGE_1 = '155d900f-4e14-4e4c-a73d-069cbf4541e6'
+IMAGE_2 = 'a2459075-d96c-40d5-893e-577ff92e721c'
+
+
+class ReservationTest(base.DriverTestCase):
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.node = self.ironic.add_node()
+        self.instance = self.fake_instance(self.node)
+
+    def test_reserves_with_one_unretried_patch(self) -> None:
+        self.driver.prepare_for_spawn(self.instance)
+        self.assertEqual(self.instance.uuid,
+                         self.ironic.nodes[self.node]['instance_uuid'])
+        self.assertEqual([(self.node, self.instance.uuid)],
+                         self.ironic.calls_to('reserve'))
+
+    def test_same_instance_may_reserve_again(self) -> None:
+        self.driver.prepare_for_spawn(self.instance)
+        self.driver.prepare_for_spawn(self.instance)
+        self.assertEqual(2, len(self.ironic.calls_to('reserve')))
+
+    def test_used_node_is_refused_so_nova_reschedules(self) -> None:
+        self.ironic.nodes[self.node]['instance_uuid'] = 'someone-else'
+        exc = self.assertRaises(exception.ComputeResourcesUnavailable,
+                                self.driver.prepare_for_spawn, self.instance)
+        self.assertIn('someone-else', str(exc))
+        self.assertEqual([], self.ironic.calls_to('reserve'))
+
+    def test_unavailable_node_is_refused(self) -> None:
+        for change in ({'maintenance': True},
+                       {'provision_state': states.CLEANING},
+                       {'power_state': None}):
+            self.ironic.nodes[self.node].update(
+                maintenance=False, provision_state=states.AVAILABLE,
+                power_state=states.POWER_OFF)
+            self.ironic.nodes[self.node].update(change)
+            self.assertRaises(exception.ComputeResourcesUnavailable,
+                              self.driver.prepare_for_spawn, self.instance)
+
+    def test_race_lost_at_the_patch_is_a_reschedule_not_a_retry(
+            self) -> None:
+        self.ironic.fail('reserve', ironic.Conflict(
+            'Node is associated with instance other'))
+        exc = self.assertRaises(exception.ComputeResourcesUnavailable,
+                                self.driver.prepare_for_spawn, self.instance)
+        self.assertIn('reserved by another instance', str(exc))
+        self.assertEqual(1, len(self.ironic.calls_to('reserve')))
+
+    def test_missing_node_is_refused(self) -> None:
+        inst = self.fake_instance('no-such-node')
+        self.assertRaises(exception.ComputeResourcesUnavailable,
+                          self.driver.prepare_for_spawn, inst)
+
+    def test_no_node_on_the_instance(self) -> None:
+        inst = self.fake_instance(None)
+        self.assertRaises(exception.NovaException,
+                          self.driver.prepare_for_spawn, inst)
+
+    def test_other_ironic_errors_fail_the_deploy(self) -> None:
+        self.ironic.fail('reserve', ironic.IronicUnavailable('503'))
+        self.assertRaises(exception.InstanceDeployFailure,
+                          self.driver.prepare_for_spawn, self.instance)
+
+    def test_failed_spawn_cleanup_releases_only_our_node(self) -> None:
+        self.driver.prepare_for_spawn(self.instance)
+        self.driver.failed_spawn_cleanup(self.instance)
+        self.assertIsNone(self.ironic.nodes[self.node]['instance_uuid'])
+        # Nothing of ours anywhere: nothing to do, nothing touched.
+        self.ironic.nodes[self.node]['instance_uuid'] = 'other'
+        calls = len(self.ironic.calls)
+        self.driver.failed_spawn_cleanup(self.instance)
+        self.assertEqual('other',
+                         self.ironic.nodes[self.node]['instance_uuid'])
+        self.assertEqual(['node_for_instance'],
+                         [c[0] for c in self.ironic.calls[calls:]])
+
+
+class SpawnTest(base.DriverTestCase):
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.node = self.ironic.add_node()
+        self.instance = self.fake_instance(self.node,
+                                           image_ref=IMAGE_1,
+                                           display_name='web1')
+        self.instance.flavor.extra_specs = {
+            'capabilities:boot_mode': 'uefi',
+            'trait:CUSTOM_GOLD': 'required',
+            'trait1:CUSTOM_FAST': 'required',
+            'trait2:CUSTOM_NO': 'forbidden'}
+        self.image = objects.ImageMeta.from_dict(
+            {'id': IMAGE_1, 'properties': {}})
+        self.driver.prepare_for_spawn(self.instance)
+
+    def spawn(self, **kwargs: Any) -> None:
+        self.driver.spawn(self.ctxt, self.instance, self.image, [],
+                          'secret', {},
+                          network_info=self.network_info(), **kwargs)
+
+    def test_deploys_and_waits_for_active(self) -> None:
+        self.spawn()
+        node = self.ironic.nodes[self.node]
+        self.assertEqual(states.ACTIVE, node['provision_state'])
+        self.assertEqual(self.instance.uuid, node['instance_uuid'])
+        info = node['instance_info']
+        self.assertEqual(IMAGE_1, info['image_source'])
+        self.assertEqual('web1', info['display_name'])
+        self.assertEqual(['CUSTOM_GOLD', 'CUSTOM_FAST'], info['traits'])
+        self.assertEqual('{"boot_mode": "uefi"}', info['capabilities'])
+        self.assertEqual('1', info['ephemeral_gb'])
+        self.assertNotIn('configdrive', info)
+        self.assertEqual('/dev/sda1', self.instance.default_ephemeral_device)
+        self.assertEqual(
+            [(self.node, 'active', {'configdrive': None})],
+            self.ironic.calls_to('set_provision_state'))
+
+    def test_config_drive_is_sent_as_gzipped_base64_bytes(self) -> None:
+        self.flags(force_config_drive=True)
+        # nova's metadata needs a full instance from the database (the
+        # functional tests build a real one); here, only the drive matters.
+        uuid = self.instance.uuid
+
+        class Metadata:
+            def __init__(self, instance: Any, **kwargs: Any) -> None:
+                self.kwargs = kwargs
+
+            def metadata_for_config_drive(self) -> Any:
+                yield ('openstack/latest/meta_data.json',
+                       ('{"uuid": "%s"}' % uuid).encode())
+
+        self.useFixture(fixtures.MockPatch(
+            'nova.api.metadata.base.InstanceMetadata', Metadata))
+        self.spawn()
+        drive = self.ironic.nodes[self.node]['instance_info']['configdrive']
+        self.assertIsInstance(drive, bytes)
+        iso = gzip.decompress(base64.b64decode(drive))
+        # An ISO 9660 image labelled config-2, carrying the metadata.
+        self.assertEqual(b'CD001', iso[0x8001:0x8006])
+        self.assertIn(b'config-2', iso)
+        self.assertIn(self.instance.uuid.encode(), iso)
+
+    def test_validation_failure_releases_the_node_and_says_why(
+            self) -> None:
+        self.ironic.validation = {'power': {'result': False,
+                                            'reason': 'no BMC address'}}
+        exc = self.assertRaises(exception.ValidationError, self.spawn)
+        self.assertIn('power: no BMC address', str(exc))
+        node = self.ironic.nodes[self.node]
+        self.assertIsNone(node['instance_uuid'])
+        self.assertEqual({}, node['instance_info'])
+        self.assertEqual([], self.ironic.calls_to('set_provision_state'))
+
+    def test_deploy_failure_undeploys_and_reports_ironics_error(
+            self) -> None:
+        real = self.ironic.set_provision_state
+
+        def deploy_then_fail(node: str, target: str, **kw: Any) -> None:
+            real(node, target, **kw)
+            if target == 'active':
+                pending = self.ironic.nodes[node]['_pending']['final']
+                pending.update(provision_state=states.DEPLOYFAIL,
+                               last_error='PXE timeout')
+
+        self.ironic.set_provision_state = deploy_then_fail  # type: ignore
+        exc = self.assertRaises(exception.InstanceDeployFailure, self.spawn)
+        self.assertIn('PXE timeout', str(exc))
+        self.assertEqual(['active', 'deleted'],
+                         [c[1] for c in
+                          self.ironic.calls_to('set_provision_state')])
+        node = self.ironic.nodes[self.node]
+        self.assertEqual(states.AVAILABLE, node['provision_state'])
+        self.assertIsNone(node['instance_uuid'])
+
+    def test_deploy_that_never_ends_is_bounded_and_undone(self) -> None:
+        self.flags(deploy_timeout=1, group='ironic_multi')
+        self.ironic.steps = 10 ** 6
+        exc = self.assertRaises(exception.InstanceDeployFailure, self.spawn)
+        self.assertIn('did not finish within 1 seconds', str(exc))
+        self.assertEqual('deleted',
+                         self.ironic.calls_to('set_provision_state')[-1][1])
+
+    def test_instance_deleted_meanwhile_aborts(self) -> None:
+        def deleting() -> None:
+            self.instance.task_state = task_states.DELETING
+        self.instance.refresh.side_effect = deleting
+        exc = self.assertRaises(exception.InstanceDeployFailure, self.spawn)
+        self.assertIn('deleted or failed', str(exc))
+
+    def test_node_of_another_instance_is_never_touched(self) -> None:
+        self.ironic.nodes[self.node]['instance_uuid'] = 'other'
+        self.assertRaises(exception.InstanceDeployFailure, self.spawn)
+        self.assertEqual([], self.ironic.calls_to('patch'))
+        self.assertEqual([], self.ironic.calls_to('release'))
+        self.assertEqual('other',
+                         self.ironic.nodes[self.node]['instance_uuid'])
+
+    def test_refused_deploy_request_is_undone(self) -> None:
+        self.ironic.fail('set_provision_state',
+                         ironic.BadRequest('node in maintenance'))
+        exc = self.assertRaises(exception.InstanceDeployFailure, self.spawn)
+        self.assertIn('node in maintenance', str(exc))
+        self.assertIsNone(self.ironic.nodes[self.node]['instance_uuid'])
+
+    def test_invalid_image_aborts_instead_of_rescheduling(self) -> None:
+        self.ironic.fail('set_provision_state',
+                         ironic.BadRequest('InvalidImage: no such image'))
+        self.assertRaises(exception.BuildAbortException, self.spawn)
+
+    def test_boot_from_volume_adds_targets_and_skips_image(self) -> None:
+        from nova.virt import block_device as driver_block_device
+        from nova.tests.unit import fake_block_device
+        bdm = fake_block_device.fake_bdm_object(
+            self.ctxt, {'source_type': 'volume', 'destination_type': 'volume',
+                        'boot_index': 0, 'volume_id': 'vol-1',
+                        'connection_info': '{"driver_volume_type": "iscsi",'
+                        ' "data": {"target_lun": 1}}',
+                        'device_name': '/dev/sda',
+                        'instance_uuid': self.instance.uuid})
+        bdi = {'block_device_mapping':
+               [driver_block_device.DriverVolumeBlockDevice(bdm)],
+               'root_device_name': '/dev/sda'}
+        self.spawn(block_device_info=bdi)
+        (target,) = self.ironic.targets[self.node]
+        self.assertEqual(('iscsi', 'vol-1', 0),
+                         (target.volume_type, target.volume_id,
+                          target.boot_index))
+        self.assertNotIn('image_source',
+                         self.ironic.nodes[self.node]['instance_info'])
+
+
+class DestroyTest(base.DriverTestCase):
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.node = self.ironic.add_node()
+        self.instance = self.fake_instance(self.node)
+
+    def deployed(self) -> None:
+        self.ironic.nodes[self.node].update(
+            instance_uuid=self.instance.uuid, provision_state=states.ACTIVE,
+            power_state=states.POWER_ON)
+
+    def destroy(self, *vifs: str) -> None:
+        self.driver.destroy(self.ctxt, self.instance,
+                            self.network_info(*vifs))
+
+    def test_regression_2019977_only_undeploy_never_patch(self) -> None:
+        self.deployed()
+        self.ironic.vifs[self.node] = ['vif-1']
+        self.ironic.steps = 3   # tear-down (with its node lock) takes a while
+        self.destroy('vif-1')
+        self.assertEqual([(self.node, 'deleted', {})],
+                         self.ironic.calls_to('set_provision_state'))
+        for forbidden in ('patch', 'release', 'vif_detach',
+                          'delete_volume_target'):
+            self.assertEqual([], self.ironic.calls_to(forbidden), forbidden)
+        node = self.ironic.nodes[self.node]
+        self.assertEqual(states.AVAILABLE, node['provision_state'])
+        self.assertIsNone(node['instance_uuid'])
+
+    def test_destroy_is_idempotent(self) -> None:
+        self.deployed()
+        self.destroy()
+        calls = len(self.ironic.calls)
+        self.destroy()
+        self.assertEqual(['node_for_instance'],
+                         [c[0] for c in self.ironic.calls[calls:]])
+
+    def test_node_already_tearing_down_is_only_waited_for(self) -> None:
+        self.deployed()
+        self.ironic.set_provision_state(self.node, 'deleted')
+        self.ironic.calls.clear()
+        self.destroy()
+        self.assertEqual([], self.ironic.calls_to('set_provision_state'))
+        self.assertEqual(states.AVAILABLE,
+                         self.ironic.nodes[self.node]['provision_state'])
+
+    def test_reserved_node_is_cleaned_and_released(self) -> None:
+        self.ironic.nodes[self.node]['instance_uuid'] = self.instance.uuid
+        self.ironic.vifs[self.node] = ['vif-1']
+        self.ironic.create_volume_target(node_uuid=self.node,
+                                         volume_id='v', volume_type='iscsi')
+        self.destroy('vif-1', 'vif-never-attached')
+        node = self.ironic.nodes[self.node]
+        self.assertIsNone(node['instance_uuid'])
+        self.assertEqual([], self.ironic.vifs[self.node])
+        self.assertEqual([], self.ironic.targets[self.node])
+        self.assertEqual([], self.ironic.calls_to('set_provision_state'))
+
+    def test_unknown_state_is_undeployed_to_be_safe(self) -> None:
+        self.deployed()
+        self.ironic.nodes[self.node]['provision_state'] = 'brand new state'
+        from nova_ironic_multi.tests.unit import fake_ironic
+        fake_ironic._ALLOWED['deleted'] = (
+            set(fake_ironic._ALLOWED['deleted']) | {'brand new state'})
+        self.addCleanup(fake_ironic._ALLOWED.__setitem__, 'deleted',
+                        states.DEPLOYED_LIKE)
+        self.destroy()
+        self.assertEqual('deleted',
+                         self.ironic.calls_to('set_provision_state')[0][1])
+
+    def test_tear_down_that_never_ends_fails_the_delete(self) -> None:
+        self.flags(unprovision_timeout=1, group='ironic_multi')
+        self.deployed()
+        self.ironic.steps = 10 ** 6
+        exc = self.assertRaises(exception.InstanceTerminationFailure,
+                                self.destroy)
+        self.assertIn('did not finish within 1 seconds', str(exc))
+
+    def test_outage_fails_the_delete_instead_of_pretending(self) -> None:
+        self.deployed()
+        self.ironic.fail('node_for_instance',
+                         ironic.IronicUnavailable('refused'))
+        self.assertRaises(exception.InstanceTerminationFailure, self.destroy)
+
+    def test_refused_undeploy_of_a_node_still_deployed_fails(self) -> None:
+        self.deployed()
+        self.ironic.fail('set_provision_state', ironic.BadRequest('locked'))
+        self.assertRaises(exception.InstanceTerminationFailure, self.destroy)
+
+
+class RebuildRescueTest(base.DriverTestCase):
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.node = self.ironic.add_node(
+            provision_state=states.ACTIVE, power_state=states.POWER_ON)
+        self.instance = self.fake_instance(
+            self.node, task_state=task_states.REBUILDING, image_ref=IMAGE_2)
+        self.ironic.nodes[self.node]['instance_uuid'] = self.instance.uuid
+        self.image = objects.ImageMeta.from_dict({'id': IMAGE_2,
+                                                  'properties': {}})
+
+    def rebuild(self, **kwargs: Any) -> None:
+        self.driver.rebuild(self.ctxt, self.instance, self.image, [], None,
+                            {}, [], None, None,
+                            network_info=self.network_info(), **kwargs)
+
+    def test_rebuild(self) -> None:
+        self.rebuild(preserve_ephemeral=True)
+        self.assertEqual(task_states.REBUILD_SPAWNING,
+                         self.instance.task_state)
+        self.instance.save.assert_called_with(
+            expected_task_state=[task_states.REBUILDING])
+        info = self.ironic.nodes[self.node]['instance_info']
+        self.assertEqual(IMAGE_2, info['image_source'])
+        self.assertEqual('True', info['preserve_ephemeral'])
+        self.assertEqual('rebuild',
+                         self.ironic.calls_to('set_provision_state')[0][1])
+        self.assertEqual(states.ACTIVE,
+                         self.ironic.nodes[self.node]['provision_state'])
+
+    def test_rebuild_of_a_volume_is_refused(self) -> None:
+        self.assertRaises(exception.NovaException, self.rebuild,
+                          reimage_boot_volume=True)
+
+    def test_rebuild_refused_by_ironic(self) -> None:
+        self.ironic.fail('set_provision_state',
+                         ironic.IronicUnavailable('500 auto_lessee'))
+        exc = self.assertRaises(exception.InstanceDeployFailure,
+                                self.rebuild)
+        self.assertIn('auto_lessee', str(exc))
+
+    def test_rescue_and_unrescue(self) -> None:
+        self.driver.rescue(self.ctxt, self.instance, None, self.image, 'pw',
+                           None, None)
+        self.assertEqual(states.RESCUE,
+                         self.ironic.nodes[self.node]['provision_state'])
+        self.assertEqual({'rescue_password': 'pw'},
+                         self.ironic.calls_to('set_provision_state')[0][2])
+        self.driver.unrescue(self.ctxt, self.instance)
+        self.assertEqual(states.ACTIVE,
+                         self.ironic.nodes[self.node]['provision_state'])
+
+    def test_rescue_failures(self) -> None:
+        real = self.ironic.set_provision_state
+
+        def rescue_fails(node: str, target: str, **kw: Any) -> None:
+            real(node, target, **kw)
+            self.ironic.nodes[node]['_pending']['final'].update(
+                provision_state=states.RESCUEFAIL, last_error='no ramdisk')
+
+        self.ironic.set_provision_state = rescue_fails  # type: ignore
+        exc = self.assertRaises(exception.InstanceRescueFailure,
+                                self.driver.rescue, self.ctxt, self.instance,
+                                None, self.image, 'pw', None, None)
+        self.assertIn('no ramdisk', str(exc))
+
+    def test_unrescue_refused(self) -> None:
+        self.assertRaises(exception.InstanceUnRescueFailure,
+                          self.driver.unrescue, self.ctxt, self.instance)

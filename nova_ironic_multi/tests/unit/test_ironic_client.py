@@ -1,0 +1,193 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The python-ironicclient wrapper: paging, versions, retries, errors."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest import mock
+
+from ironicclient import exc as ir_exc
+from keystoneauth1 import exceptions as ks_exc
+from nova.conf import ironic as nova_ironic_conf
+from nova.conf import utils as conf_utils
+from oslo_config import cfg
+import pytest
+
+from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi import ironic
+from nova_ironic_multi import nodeinfo
+from nova_ironic_multi import partition
+
+
+class Node:
+    def __init__(self, uuid: str, group: str = '') -> None:
+        self.uuid = uuid
+        self.conductor_group = group
+
+
+class FakeNodeManager:
+    """Answers list() like Ironic with pages of ``page`` nodes."""
+
+    def __init__(self, nodes: list[Node], page: int) -> None:
+        self.nodes = nodes
+        self.page = page
+        self.list_calls: list[dict[str, Any]] = []
+
+    def list(self, **kwargs: Any) -> list[Node]:
+        self.list_calls.append(kwargs)
+        start = 0
+        if kwargs['marker'] is not None:
+            start = [n.uuid for n in self.nodes].index(kwargs['marker']) + 1
+        return self.nodes[start:start + self.page]
+
+
+def make(nodes: list[Node], page: int,
+         version: tuple[int, int] = (1, 115)) -> tuple[ironic.Ironic,
+                                                       FakeNodeManager]:
+    client = ironic.Ironic(cfg.ConfigOpts())
+    manager = FakeNodeManager(nodes, page)
+    fake = mock.Mock(node=manager)
+    client._retrying, client._once, client._version = fake, fake, version
+    return client, manager
+
+
+def test_pages_with_markers_and_filters_on_every_request() -> None:
+    nodes = [Node('n%02d' % i, 'rack-a') for i in range(25)]
+    client, manager = make(nodes, page=10)
+    listed = client.list_nodes(partition.Scope(conductor_group='rack-a',
+                                               shard='s1'))
+    assert [n.uuid for n in listed] == [n.uuid for n in nodes]
+    assert [c['marker'] for c in manager.list_calls] == [
+        None, 'n09', 'n19', 'n24']
+    for call in manager.list_calls:
+        # limit=None: one request each, never a followed "next" link.
+        assert call['limit'] is None
+        assert call['conductor_group'] == 'rack-a'
+        assert call['shards'] == ['s1']
+        assert 'shard' in call['fields']
+        assert set(nodeinfo.FIELDS) <= set(call['fields'])
+    assert client.requests['list'] == 4
+
+
+def test_page_size_is_whatever_ironic_allows() -> None:
+    # Ironic's [api] max_limit decides the page size; stopping on a short
+    # page would lose nodes, so only an empty page ends the listing.
+    nodes = [Node('n%02d' % i) for i in range(7)]
+    client, manager = make(nodes, page=3)
+    assert len(client.list_nodes(partition.Scope())) == 7
+    assert 'conductor_group' not in manager.list_calls[0]
+
+
+def test_duplicates_across_pages_are_dropped() -> None:
+    client, manager = make([], page=3)
+    pages = [[Node('a'), Node('b')], [Node('b'), Node('c')], []]
+    manager.list = lambda **kw: pages.pop(0)  # type: ignore
+    assert [n.uuid for n in client.list_nodes(partition.Scope())] == [
+        'a', 'b', 'c']
+
+
+def test_shard_scope_on_an_old_ironic_is_refused_not_widened() -> None:
+    client, manager = make([Node('a')], page=10, version=(1, 81))
+    with pytest.raises(ironic.VersionNotSupported, match='shard'):
+        client.list_nodes(partition.Scope(shard='s1'))
+    assert manager.list_calls == []
+    # Without a shard scope the old Ironic is fine, and no shard field.
+    client.list_nodes(partition.Scope(conductor_group=''))
+    assert 'shard' not in manager.list_calls[0]['fields']
+
+
+def test_reservation_uses_the_client_that_never_retries() -> None:
+    client = ironic.Ironic(cfg.ConfigOpts())
+    retrying, once = mock.Mock(), mock.Mock()
+    client._retrying, client._once, client._version = (retrying, once,
+                                                       (1, 115))
+    client.reserve('node', 'inst')
+    once.node.update.assert_called_once_with(
+        'node', [{'op': 'add', 'path': '/instance_uuid', 'value': 'inst'}])
+    retrying.node.update.assert_not_called()
+    client.set_power_state('node', 'on')
+    retrying.node.set_power_state.assert_called_once()
+
+
+@pytest.mark.parametrize('raised,expected', [
+    (ir_exc.NotFound(), ironic.NodeNotFound),
+    (ir_exc.Conflict(), ironic.Conflict),
+    (ir_exc.BadRequest(), ironic.BadRequest),
+    (ir_exc.InternalServerError(), ironic.IronicUnavailable),
+    (ir_exc.ServiceUnavailable(), ironic.IronicUnavailable),
+    (ir_exc.UnsupportedVersion('1.9'), ironic.VersionNotSupported),
+    (ks_exc.ConnectFailure('refused'), ironic.IronicUnavailable),
+    (ks_exc.ConnectTimeout('slow'), ironic.IronicUnavailable),
+    (ks_exc.EndpointNotFound(), ironic.IronicUnavailable),
+])
+def test_errors_come_out_as_this_modules_exceptions(
+        raised: Exception, expected: type) -> None:
+    client = ironic.Ironic(cfg.ConfigOpts())
+    fake = mock.Mock()
+    fake.node.get.side_effect = raised
+    client._retrying, client._once, client._version = fake, fake, (1, 115)
+    with pytest.raises(expected) as e:
+        client.get_node('n1')
+    assert e.value.__cause__ is raised
+
+
+def connection_conf(**ironic_opts: Any) -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    # By group name: nova's module-level OptGroup shares its option table
+    # with every ConfigOpts it was registered on.
+    conf.register_opts(nova_ironic_conf.ironic_options, group='ironic')
+    conf_utils.register_ksa_opts(conf, 'ironic', 'baremetal')
+    nim_conf.register_opts(conf)
+    for k, v in ironic_opts.items():
+        conf.set_override(k, v, group='ironic')
+    return conf
+
+
+def test_connects_with_novas_ironic_options() -> None:
+    conf = connection_conf(endpoint_override='http://127.0.0.1:6385',
+                           api_max_retries=7, api_retry_interval=3)
+    made = []
+
+    def get_client(*args: Any, **kwargs: Any) -> Any:
+        fake = mock.Mock()
+        fake.negotiate_api_version.return_value = '1.82'
+        made.append((args, kwargs))
+        return fake
+
+    with mock.patch('ironicclient.client.get_client', get_client):
+        client = ironic.Ironic(conf)
+        assert client.version == (1, 82)
+    (_, retrying), (_, once) = made
+    assert retrying['endpoint'] == 'http://127.0.0.1:6385'
+    assert (retrying['max_retries'], retrying['retry_interval']) == (7, 3)
+    assert retrying['os_ironic_api_version'] == ['1.46', '1.82']
+    assert once['max_retries'] == 0
+    assert once['os_ironic_api_version'] == '1.82'
+    # Every request has a timeout, even though [ironic] timeout is unset.
+    assert retrying['session'].timeout == 60.0
+
+
+def test_ironic_too_old_is_refused() -> None:
+    conf = connection_conf(endpoint_override='http://127.0.0.1:6385')
+    fake = mock.Mock()
+    fake.negotiate_api_version.return_value = '1.45'
+    with mock.patch('ironicclient.client.get_client', return_value=fake):
+        with pytest.raises(ironic.VersionNotSupported, match='1.45'):
+            ironic.Ironic(conf).get_node("n1")
+
+
+def test_no_endpoint_says_which_options_to_set() -> None:
+    conf = connection_conf()
+    with pytest.raises(ironic.IronicUnavailable,
+                       match=r'\[ironic\] endpoint_override'):
+        ironic.Ironic(conf).get_node('n')
