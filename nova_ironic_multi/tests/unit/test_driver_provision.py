@@ -237,8 +237,8 @@ class SpawnTest(base.DriverTestCase):
         self.assertRaises(exception.BuildAbortException, self.spawn)
 
     def test_boot_from_volume_adds_targets_and_skips_image(self) -> None:
-        from nova.virt import block_device as driver_block_device
         from nova.tests.unit import fake_block_device
+        from nova.virt import block_device as driver_block_device
         bdm = fake_block_device.fake_bdm_object(
             self.ctxt, {'source_type': 'volume', 'destination_type': 'volume',
                         'boot_index': 0, 'volume_id': 'vol-1',
