@@ -25,6 +25,7 @@ from nova.compute import task_states
 from nova.compute import vm_states
 from nova import context as nova_context
 from nova import exception
+from nova import monkey_patch
 from nova import objects
 from nova.objects import external_event as external_event_obj
 from nova.virt import driver as virt_driver
@@ -41,6 +42,7 @@ from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import partition
 from nova_ironic_multi import power
 from nova_ironic_multi import provision
+from nova_ironic_multi import reload
 from nova_ironic_multi import resources
 from nova_ironic_multi import vifs
 from nova_ironic_multi import volumes
@@ -111,6 +113,10 @@ class IronicDriver(virt_driver.ComputeDriver):
             raise exception.InvalidConfiguration(str(e)) from e
         LOG.info('nova-ironic-multi on %(host)s: %(part)s',
                  {'host': host, 'part': part.summary()})
+        reload.watch(CONF, self._inventory)
+        if not monkey_patch.is_patched():
+            # Native threading: oslo.service cannot reload on SIGHUP.
+            reload.install_sighup(CONF)
 
     def cleanup_host(self, host: str) -> None:
         self._inventory.stop()
@@ -318,8 +324,13 @@ class IronicDriver(virt_driver.ComputeDriver):
                   'and by attach_interface', instance=instance)
 
     def unplug_vifs(self, instance: Any, network_info: Any) -> None:
-        vifs.unplug(self._ironic, provision.node_uuid_of(instance),
-                    network_info)
+        node_uuid = instance.get('node')
+        if not node_uuid:
+            # A build rescheduled before it got a node: nothing attached.
+            LOG.debug('No node for the instance; no VIF to detach',
+                      instance=instance)
+            return
+        vifs.unplug(self._ironic, node_uuid, network_info)
 
     def attach_interface(self, context: Any, instance: Any, image_meta: Any,
                          vif: Any) -> None:

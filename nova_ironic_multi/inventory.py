@@ -127,6 +127,17 @@ class Inventory:
         self._good = part
         return part
 
+    def reloaded(self) -> None:
+        """The configuration files were re-read (SIGHUP): check them now.
+
+        The next refresh applies a valid partition; an invalid one is
+        logged here, naming the option, and the last good one stays.
+        """
+        try:
+            self.current_partition()
+        except partition.InvalidPartition as e:
+            LOG.error('Reload rejected: %s', e)
+
     def membership(self, part: partition.Partition) -> membership.Membership:
         plugin = self._membership
         if plugin is None or plugin.name != part.membership_driver:

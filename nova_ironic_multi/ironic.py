@@ -14,11 +14,13 @@
 * The connection reuses nova's ``[ironic]`` keystoneauth options; every
   request has a timeout (``[ironic] timeout``, else ``[ironic_multi]
   request_timeout``).
-* Two clients: one retries conflicts and connection failures as nova's
-  ``[ironic] api_max_retries`` / ``api_retry_interval`` say, for calls that
-  are safe to repeat; the other never retries, for the node listing (an
-  outage must be reported at once, not minutes later) and for the
-  reservation, where a 409 is the answer: another instance holds the node.
+* python-ironicclient's own retries are off: it retries 409s, 503s and
+  connection failures alike, so with nova's defaults one call to a dead
+  Ironic would hang for minutes. Here only a 409 (node locked) is retried,
+  as nova's ``[ironic] api_max_retries`` / ``api_retry_interval`` say, and
+  never for the reservation, where a 409 is the answer: another instance
+  holds the node. An outage fails at once, so the periodic refresh reports
+  it in the same period.
 * Microversions are negotiated once (1.46 at least; 1.82 when Ironic has
   it, for shards).
 * The node listing pages with explicit markers and the scope filters on
@@ -33,6 +35,7 @@ import collections
 from collections.abc import Iterator
 import contextlib
 import threading
+import time
 from typing import Any
 
 from ironicclient import client as ir_client
@@ -108,12 +111,13 @@ def translated(what: str) -> Iterator[None]:
 class Ironic:
     """A thread-safe, lazily connected Ironic API client."""
 
-    def __init__(self, conf: cfg.ConfigOpts) -> None:
+    def __init__(self, conf: cfg.ConfigOpts,
+                 sleep: Any = time.sleep) -> None:
         self._conf = conf
         self._lock = threading.Lock()
-        self._retrying: Any = None
-        self._once: Any = None
+        self._client: Any = None
         self._version: tuple[int, int] | None = None
+        self._sleep = sleep
         #: Requests sent, by kind; read by benchmarks and logs.
         self.requests: collections.Counter[str] = collections.Counter()
 
@@ -140,34 +144,28 @@ class Ironic:
             raise IronicUnavailable('No Ironic endpoint: %s' % hint)
         return session, endpoint
 
-    def _connect(self) -> tuple[Any, Any]:
+    def _connect(self) -> Any:
         with self._lock:
-            if self._once is not None:
-                return self._retrying, self._once
+            if self._client is not None:
+                return self._client
             with translated('connecting to Ironic'):
                 session, endpoint = self._session_and_endpoint()
-                retrying = ir_client.get_client(
+                client = ir_client.get_client(
                     '1', session=session, endpoint=endpoint,
                     # A list negotiates the highest version both sides know.
                     os_ironic_api_version=NEGOTIATE,  # type: ignore[arg-type]
-                    max_retries=self._conf[GROUP].api_max_retries,
-                    retry_interval=self._conf[GROUP].api_retry_interval)
-                negotiated = retrying.negotiate_api_version()
+                    max_retries=0, retry_interval=0)
+                negotiated = client.negotiate_api_version()
                 self.requests['version'] += 1
             version = version_tuple(negotiated)
             if version < MIN_VERSION:
                 raise VersionNotSupported(
                     'Ironic API %s is older than %d.%d, the oldest this '
                     'driver supports.' % ((negotiated,) + MIN_VERSION))
-            once = ir_client.get_client(
-                '1', session=session, endpoint=endpoint,
-                os_ironic_api_version=negotiated, max_retries=0,
-                retry_interval=0)
-            self._retrying, self._once, self._version = (
-                retrying, once, version)
+            self._client, self._version = client, version
             LOG.info('Connected to Ironic at %(url)s, API %(version)s',
                      {'url': endpoint, 'version': negotiated})
-            return retrying, once
+            return client
 
     @property
     def version(self) -> tuple[int, int]:
@@ -177,11 +175,21 @@ class Ironic:
 
     def _call(self, what: str, method: str, *args: Any, retry: bool = True,
               manager: str = 'node', **kwargs: Any) -> Any:
-        retrying, once = self._connect()
-        client = retrying if retry else once
-        self.requests[what] += 1
-        with translated(what):
-            return getattr(getattr(client, manager), method)(*args, **kwargs)
+        """One API call; a 409 is retried only when ``retry``."""
+        call = getattr(getattr(self._connect(), manager), method)
+        attempts = 1 + (self._conf[GROUP].api_max_retries if retry else 0)
+        for attempt in range(1, attempts + 1):
+            self.requests[what] += 1
+            try:
+                with translated(what):
+                    return call(*args, **kwargs)
+            except Conflict as e:
+                if attempt == attempts:
+                    raise
+                LOG.debug('%(what)s: %(error)s; retry %(n)d of %(max)d',
+                          {'what': what, 'error': e, 'n': attempt,
+                           'max': attempts - 1})
+                self._sleep(self._conf[GROUP].api_retry_interval)
 
     # Reading nodes ------------------------------------------------------
 

@@ -16,9 +16,9 @@ eventlet poisoned, in the default native-threading mode) before anything
 imports futurist or oslo.service, exactly as nova's own test packages do.
 """
 
-from nova import monkey_patch
-
-monkey_patch.patch()
+# nova's functional package patches (or poisons) eventlet on import, as
+# nova's own test runs do; the unit tests need the same.
+import nova.tests.functional  # noqa: F401
 
 import unittest  # noqa: E402
 

@@ -179,6 +179,14 @@ class NetworkTest(InstanceOnNode):
         self.driver.unplug_vifs(self.instance, nw)
         self.assertEqual([], self.ironic.vifs[self.node])
 
+    def test_unplug_for_a_build_that_never_got_a_node(self) -> None:
+        calls = len(self.ironic.calls)
+        self.driver.unplug_vifs(self.fake_instance(None),
+                                self.network_info('a'))
+        self.driver.clean_networks_preparation(self.fake_instance(None),
+                                               self.network_info('a'))
+        self.assertEqual(calls, len(self.ironic.calls))
+
     def test_plug_vifs_leaves_vifs_to_the_node_life(self) -> None:
         calls = len(self.ironic.calls)
         self.driver.plug_vifs(self.instance, self.network_info('a'))

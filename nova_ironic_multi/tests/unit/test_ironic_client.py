@@ -54,10 +54,9 @@ class FakeNodeManager:
 def make(nodes: list[Node], page: int,
          version: tuple[int, int] = (1, 115)) -> tuple[ironic.Ironic,
                                                        FakeNodeManager]:
-    client = ironic.Ironic(cfg.ConfigOpts())
+    client = ironic.Ironic(connection_conf())
     manager = FakeNodeManager(nodes, page)
-    fake = mock.Mock(node=manager)
-    client._retrying, client._once, client._version = fake, fake, version
+    client._client, client._version = mock.Mock(node=manager), version
     return client, manager
 
 
@@ -106,17 +105,45 @@ def test_shard_scope_on_an_old_ironic_is_refused_not_widened() -> None:
     assert 'shard' not in manager.list_calls[0]['fields']
 
 
-def test_reservation_uses_the_client_that_never_retries() -> None:
-    client = ironic.Ironic(cfg.ConfigOpts())
-    retrying, once = mock.Mock(), mock.Mock()
-    client._retrying, client._once, client._version = (retrying, once,
-                                                       (1, 115))
-    client.reserve('node', 'inst')
-    once.node.update.assert_called_once_with(
-        'node', [{'op': 'add', 'path': '/instance_uuid', 'value': 'inst'}])
-    retrying.node.update.assert_not_called()
+def test_a_locked_node_is_retried_as_nova_configures() -> None:
+    sleeps: list[float] = []
+    client = ironic.Ironic(connection_conf(api_max_retries=3,
+                                           api_retry_interval=7),
+                           sleep=sleeps.append)
+    fake = mock.Mock()
+    fake.node.set_power_state.side_effect = [
+        ir_exc.Conflict('locked'), ir_exc.Conflict('locked'), None]
+    client._client, client._version = fake, (1, 115)
     client.set_power_state('node', 'on')
-    retrying.node.set_power_state.assert_called_once()
+    assert fake.node.set_power_state.call_count == 3
+    assert sleeps == [7, 7]
+    fake.node.set_power_state.side_effect = ir_exc.Conflict('locked')
+    with pytest.raises(ironic.Conflict):
+        client.set_power_state('node', 'on')
+    assert fake.node.set_power_state.call_count == 3 + 4
+
+
+def test_the_reservation_is_never_retried() -> None:
+    client = ironic.Ironic(connection_conf(api_max_retries=60),
+                           sleep=lambda s: None)
+    fake = mock.Mock()
+    fake.node.update.side_effect = ir_exc.Conflict('associated')
+    client._client, client._version = fake, (1, 115)
+    with pytest.raises(ironic.Conflict):
+        client.reserve('node', 'inst')
+    fake.node.update.assert_called_once_with(
+        'node', [{'op': 'add', 'path': '/instance_uuid', 'value': 'inst'}])
+
+
+def test_an_outage_is_never_retried() -> None:
+    client = ironic.Ironic(connection_conf(api_max_retries=60),
+                           sleep=lambda s: None)
+    fake = mock.Mock()
+    fake.node.get.side_effect = ks_exc.ConnectFailure('refused')
+    client._client, client._version = fake, (1, 115)
+    with pytest.raises(ironic.IronicUnavailable):
+        client.get_node('node')
+    assert fake.node.get.call_count == 1
 
 
 @pytest.mark.parametrize('raised,expected', [
@@ -132,10 +159,10 @@ def test_reservation_uses_the_client_that_never_retries() -> None:
 ])
 def test_errors_come_out_as_this_modules_exceptions(
         raised: Exception, expected: type) -> None:
-    client = ironic.Ironic(cfg.ConfigOpts())
+    client = ironic.Ironic(connection_conf(api_max_retries=0))
     fake = mock.Mock()
     fake.node.get.side_effect = raised
-    client._retrying, client._once, client._version = fake, fake, (1, 115)
+    client._client, client._version = fake, (1, 115)
     with pytest.raises(expected) as e:
         client.get_node('n1')
     assert e.value.__cause__ is raised
@@ -167,14 +194,13 @@ def test_connects_with_novas_ironic_options() -> None:
     with mock.patch('ironicclient.client.get_client', get_client):
         client = ironic.Ironic(conf)
         assert client.version == (1, 82)
-    (_, retrying), (_, once) = made
-    assert retrying['endpoint'] == 'http://127.0.0.1:6385'
-    assert (retrying['max_retries'], retrying['retry_interval']) == (7, 3)
-    assert retrying['os_ironic_api_version'] == ['1.46', '1.82']
-    assert once['max_retries'] == 0
-    assert once['os_ironic_api_version'] == '1.82'
+    ((_, kwargs),) = made
+    assert kwargs['endpoint'] == 'http://127.0.0.1:6385'
+    # The client's own retry loop (409s, 503s, connection failures) is off.
+    assert (kwargs['max_retries'], kwargs['retry_interval']) == (0, 0)
+    assert kwargs['os_ironic_api_version'] == ['1.46', '1.82']
     # Every request has a timeout, even though [ironic] timeout is unset.
-    assert retrying['session'].timeout == 60.0
+    assert kwargs['session'].timeout == 60.0
 
 
 def test_ironic_too_old_is_refused() -> None:

@@ -1,0 +1,172 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""A nova cell from nova's own fixtures, three computes, a real Ironic.
+
+Each test gets a fresh Ironic process (started while nova's fixtures come
+up) and three nova-compute services that load this package through nova's
+real ``load_compute_driver`` and the installed shim. The node UUIDs are
+fixed so each compute has a node when it starts (nova needs one) and the
+division is the same on every run.
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib.metadata
+import itertools
+import os
+import sys
+from typing import Any
+
+from nova.conf import CONF
+from nova import context as nova_context
+from nova.db.main import api as main_db_api
+from nova import objects
+from nova.tests.functional import integrated_helpers
+
+from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi import rings
+from nova_ironic_multi.tests.fixtures import ironic_server
+
+HOSTS = ('host1', 'host2', 'host3')
+
+
+def api_paste_ini() -> str:
+    for f in importlib.metadata.files('nova') or []:
+        if str(f).replace(os.sep, '/').endswith('etc/nova/api-paste.ini'):
+            return str(f.locate())
+    return os.path.join(sys.prefix, 'etc', 'nova', 'api-paste.ini')
+
+
+def startable_nodes(count: int, prefix: str = 'node') -> list[str]:
+    """``count`` fixed node UUIDs fit for starting the computes.
+
+    Each host, started in order, gets at least one node from the ring of
+    the hosts started so far (nova needs a node to start a compute).
+    """
+    for offset in itertools.count():
+        chosen = [ironic_server.node_uuid(offset + k, prefix)
+                  for k in range(count)]
+        if all(set(rings.load('compatible', HOSTS[:n], 5)
+                   .assign(chosen).values()) == set(HOSTS[:n])
+               for n in range(1, len(HOSTS) + 1)):
+            return chosen
+    raise AssertionError('unreachable')
+
+
+class IronicCellTestCase(integrated_helpers.ProviderUsageBaseTestCase):
+
+    compute_driver = 'nova_ironic_multi.IronicDriver'
+    microversion = 'latest'
+    #: nodes in Ironic's default conductor group ("")
+    NODES = 9
+    #: extra nodes per other conductor group (listable, not deployable)
+    OTHER_GROUPS: dict[str, int] = {}
+    START_COMPUTES = True
+
+    def setUp(self) -> None:
+        self.node_uuids = startable_nodes(self.NODES)
+        self.group_nodes = {
+            group: [ironic_server.node_uuid(i, group) for i in range(n)]
+            for group, n in self.OTHER_GROUPS.items()}
+        nodes = [(u, '') for u in self.node_uuids] + [
+            (u, g) for g, us in self.group_nodes.items() for u in us]
+        self.ironic = ironic_server.IronicFixture(nodes)
+        self.ironic.spawn()
+        self.flags(api_paste_config=api_paste_ini(), group='wsgi')
+        super().setUp()
+        self.useFixture(self.ironic)
+        nim_conf.register_opts(CONF)
+        self.flags(endpoint_override=self.ironic.url, group='ironic')
+        self.flags(poll_interval=0.1, group='ironic_multi')
+        self.flags(mkisofs_cmd=ironic_server.bin_path('pycdlib-genisoimage'))
+        self.ctxt = nova_context.get_admin_context()
+        if self.START_COMPUTES:
+            for host in HOSTS:
+                self._start_compute(host)
+            # host1 started alone and took every node; settle the ring.
+            self._run_periodics()
+
+    # What the operator would look at ------------------------------------
+
+    def reported(self) -> dict[str, set[str]]:
+        """Nodes each compute's driver reports now (a fresh refresh)."""
+        return {h: set(c.manager.driver.get_available_nodes())
+                for h, c in self.computes.items()}
+
+    def cell(self) -> Any:
+        return nova_context.target_cell(self.ctxt, self.cell_mappings['cell1'])
+
+    def compute_node_rows(self) -> list[dict[str, Any]]:
+        """Live rows of compute_nodes, straight from the cell database."""
+        with self.cell() as cctxt:
+            engine = main_db_api.get_engine(context=cctxt)
+            with engine.connect() as conn:
+                rows = conn.exec_driver_sql(
+                    'SELECT uuid, host, hypervisor_hostname, '
+                    'hypervisor_type FROM compute_nodes WHERE deleted = 0'
+                ).all()
+        return [dict(r._mapping) for r in rows]
+
+    def db_division(self) -> dict[str, set[str]]:
+        by_host: dict[str, set[str]] = collections.defaultdict(set)
+        for row in self.compute_node_rows():
+            by_host[row['host']].add(row['hypervisor_hostname'])
+        return dict(by_host)
+
+    def assert_no_duplicates(self) -> list[dict[str, Any]]:
+        """One compute node row and one provider per node, no more."""
+        rows = self.compute_node_rows()
+        names = collections.Counter(r['hypervisor_hostname'] for r in rows)
+        self.assertEqual([], [n for n, c in names.items() if c > 1])
+        self.assertTrue(all(r['uuid'] == r['hypervisor_hostname']
+                            for r in rows))
+        providers = self._get_all_providers()
+        by_name = collections.Counter(p['name'] for p in providers)
+        self.assertEqual([], [n for n, c in by_name.items() if c > 1])
+        self.assertEqual({r['uuid'] for r in rows},
+                         {p['uuid'] for p in providers})
+        return rows
+
+    def baremetal_flavor(self) -> str:
+        flavor_id: str = self._create_flavor(
+            name='baremetal', memory_mb=1024, vcpu=1, disk=10, ephemeral=0,
+            extra_spec={'resources:CUSTOM_BAREMETAL': '1',
+                        'resources:VCPU': '0', 'resources:MEMORY_MB': '0',
+                        'resources:DISK_GB': '0'})
+        return flavor_id
+
+    def boot(self, flavor_id: str, node: str | None = None,
+             host: str | None = None, wait: str | None = 'ACTIVE',
+             **extra: Any) -> dict[str, Any]:
+        body = self._build_server(flavor_id=flavor_id, networks='none')
+        body.update(extra)
+        if node:
+            body['hypervisor_hostname'] = node
+        if host:
+            body['host'] = host
+        server: dict[str, Any] = self.admin_api.post_server(
+            {'server': body})
+        if wait:
+            server = self._wait_for_state_change(server, wait)
+        return server
+
+    def service(self, host: str) -> dict[str, Any]:
+        (svc,) = self.admin_api.get_services(binary='nova-compute',
+                                             host=host)
+        return dict(svc)
+
+    def instance_host(self, instance_uuid: str) -> str:
+        with self.cell() as cctxt:
+            host: str = objects.Instance.get_by_uuid(cctxt,
+                                                     instance_uuid).host
+        return host

@@ -1,0 +1,62 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Scenarios a and e: the division of real Ironic nodes in a real cell."""
+
+from __future__ import annotations
+
+from nova_ironic_multi.tests.functional import base
+
+
+class DivisionTest(base.IronicCellTestCase):
+    """a. 30 nodes, three hosts: each node reported by exactly one."""
+
+    NODES = 30
+
+    def test_every_node_has_exactly_one_compute_and_one_provider(
+            self) -> None:
+        reported = self.reported()
+        self.assertEqual(set(self.node_uuids), set().union(*reported.values()))
+        self.assertEqual(30, sum(len(n) for n in reported.values()))
+        for host, nodes in reported.items():
+            self.assertTrue(nodes, '%s manages no node' % host)
+        # nova agrees: one compute node row per node, on the reporting host
+        self.assertEqual(reported, self.db_division())
+        rows = self.assert_no_duplicates()
+        self.assertEqual(30, len(rows))
+        self.assertTrue(all(r['hypervisor_type'] == 'ironic' for r in rows))
+        # placement: one provider per node with one unit of its class
+        for node in self.node_uuids:
+            inventory = self._get_provider_inventory(node)
+            self.assertEqual(['CUSTOM_BAREMETAL'], list(inventory))
+            self.assertEqual(1, inventory['CUSTOM_BAREMETAL']['total'])
+            self.assertEqual(0, inventory['CUSTOM_BAREMETAL']['reserved'])
+
+
+class ConductorGroupTest(base.IronicCellTestCase):
+    """e. With partition_key, hosts see only that group's nodes."""
+
+    NODES = 6
+    OTHER_GROUPS = {'rack-b': 6}
+
+    def test_partition_key_limits_every_host_to_its_group(self) -> None:
+        everything = set(self.node_uuids) | set(self.group_nodes['rack-b'])
+        self.assertEqual(everything, set().union(*self.reported().values()))
+        self.flags(partition_key='rack-b', peer_list=list(base.HOSTS),
+                   group='ironic_multi')
+        reported = self.reported()
+        self.assertEqual(set(self.group_nodes['rack-b']),
+                         set().union(*reported.values()))
+        self.assertEqual(6, sum(len(n) for n in reported.values()))
+        self._run_periodics()
+        # nova keeps the compute nodes of the default group: Ironic still
+        # has them, so they are not deleted, merely no longer managed.
+        self.assertEqual(12, len(self.assert_no_duplicates()))

@@ -1,0 +1,107 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Scenario f: partition options changed in the file and re-read.
+
+What SIGHUP does in a real nova-compute (see the e2e tier): re-read the
+files through oslo.config's mutate path. In-process, the three computes
+share one configuration, which is also how they would see an operator's
+change pushed to every host.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from nova.conf import CONF
+
+from nova_ironic_multi.tests.functional import base
+
+ALL = 'host1,host2,host3'
+
+
+class ReloadTest(base.IronicCellTestCase):
+
+    NODES = 6
+    OTHER_GROUPS = {'rack-b': 6}
+
+    def setUp(self) -> None:
+        super().setUp()
+        fd, self.path = tempfile.mkstemp(suffix='.conf')
+        os.close(fd)
+        self.addCleanup(os.unlink, self.path)
+        self.write(peer_list=ALL)
+        CONF(args=[], project='nova', default_config_files=[self.path])
+        self.before = self.reported()
+
+    def write(self, **options: str) -> None:
+        with open(self.path, 'w') as f:
+            f.write('[ironic_multi]\n')
+            for name, value in options.items():
+                f.write('%s = %s\n' % (name, value))
+
+    def reload(self, **options: str) -> None:
+        self.write(**options)
+        CONF.mutate_config_files()
+
+    def logs(self) -> str:
+        return str(self.stdlog.logger.output)
+
+    def test_partition_key_applies_by_the_next_period(self) -> None:
+        self.reload(peer_list=ALL, partition_key='rack-b')
+        self.assertIn('Option ironic_multi.partition_key changed from '
+                      '[None] to [rack-b]', self.logs())
+        self._run_periodics()
+        self.assertEqual(set(self.group_nodes['rack-b']),
+                         set().union(*self.db_division().values()) &
+                         set(self.group_nodes['rack-b']))
+        reported = self.reported()
+        self.assertEqual(set(self.group_nodes['rack-b']),
+                         set().union(*reported.values()))
+        self.assertEqual(6, sum(len(n) for n in reported.values()))
+        self.assertIn("Partition changed from", self.logs())
+
+    def test_peer_list_change_and_a_host_it_leaves_out(self) -> None:
+        self.reload(peer_list='host1,host2')
+        # host3 is not in the new list: it rejects it, names the option,
+        # and keeps its last good partition.
+        self.assertIn('Invalid partition options, still using the last good '
+                      'ones', self.logs())
+        self.assertIn("[ironic_multi] peer_list = host1,host2 does not "
+                      "include this host 'host3'", self.logs())
+        reported = self.reported()
+        self.assertEqual(self.before['host3'], reported['host3'])
+        # host1 and host2 now divide every node between the two of them.
+        self.assertEqual(set(self.node_uuids) |
+                         set(self.group_nodes['rack-b']),
+                         reported['host1'] | reported['host2'])
+        self.assertFalse(reported['host1'] & reported['host2'])
+
+    def test_unreadable_value_is_rejected_and_the_last_good_kept(
+            self) -> None:
+        self.reload(peer_list=ALL, partition_key='not a group!')
+        self.assertIn('Reload: rejected the new value of [ironic_multi] '
+                      'partition_key', self.logs())
+        self.assertIsNone(CONF.ironic_multi.partition_key)
+        self.assertEqual(self.before, self.reported())
+        # The next good value is taken, the pin is gone.
+        self.reload(peer_list=ALL, partition_key='rack-b')
+        self.assertEqual('rack-b', CONF.ironic_multi.partition_key)
+        self.assertEqual(set(self.group_nodes['rack-b']),
+                         set().union(*self.reported().values()))
+
+    def test_immutable_options_are_reported_as_ignored(self) -> None:
+        self.reload(peer_list=ALL, ring_algorithm='balanced')
+        self.assertIn('Ignoring change to immutable option '
+                      'ironic_multi.ring_algorithm', self.logs())
+        self.assertEqual('compatible', CONF.ironic_multi.ring_algorithm)
+        self.assertEqual(self.before, self.reported())
