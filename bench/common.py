@@ -93,3 +93,30 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
         out.append('  '.join('%*s' % (w, c)
                              for w, c in zip(widths, r, strict=True)))
     return '\n'.join(out)
+
+
+def process_group_cpu(pgid: int) -> float:
+    """CPU seconds (user + system) used so far by a process group.
+
+    Reads ``/proc`` (Linux); NaN elsewhere. Processes that have exited are
+    not counted, so call it around work done by long-lived processes.
+    """
+    tick = os.sysconf('SC_CLK_TCK')
+    total = 0
+    try:
+        entries = os.listdir('/proc')
+    except OSError:
+        return float('nan')
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open('/proc/%s/stat' % entry) as f:
+                # The command name, in brackets, may contain spaces.
+                fields = f.read().rsplit(')', 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        # After the name: state, ppid, pgrp, ... utime (12th), stime.
+        if int(fields[2]) == pgid:
+            total += int(fields[11]) + int(fields[12])
+    return total / tick

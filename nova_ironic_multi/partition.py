@@ -125,9 +125,12 @@ def _check_case_duplicates(peers: list[str], option: str) -> None:
         seen[low] = p
 
 
-def resolve(conf: cfg.ConfigOpts, host: str) -> Partition:
+def resolve(conf: cfg.ConfigOpts, host: str,
+            observer: bool = False) -> Partition:
     """Resolve and validate the partition of ``host`` from ``conf``.
 
+    :param observer: resolve for a tool looking at the division from
+        outside (the CLI), which is not itself in ``peer_list``.
     :raises InvalidPartition: the options contradict each other or cannot
         describe a safe division; the message names the options and the fix.
     """
@@ -168,7 +171,7 @@ def resolve(conf: cfg.ConfigOpts, host: str) -> Partition:
     peers: frozenset[str] | None = None
     if raw_peers:
         peers = frozenset(p.lower() for p in raw_peers)
-        if me not in peers:
+        if me not in peers and not observer:
             raise InvalidPartition(
                 '%s = %s does not include this host %r. Fix: add %r to %s '
                 '(every peer must list itself and its peers).'
@@ -190,7 +193,7 @@ def resolve(conf: cfg.ConfigOpts, host: str) -> Partition:
             'included, in [%s] peer_list (or use membership_driver = tooz, '
             'whose groups are per conductor group).'
             % (OURS, key, OURS, key, OURS))
-    elif shard is not None and membership != 'tooz':
+    elif shard is not None and membership != 'tooz' and not observer:
         # The same reasoning as above; nova's in-tree driver makes a sharded
         # service the only peer, and so do we when no list is given.
         peers = frozenset([me])

@@ -50,11 +50,32 @@ class Membership(abc.ABC):
         """Stop taking part; peers see this host leave."""
 
     @abc.abstractmethod
-    def live_peers(self, part: partition.Partition) -> frozenset[str]:
-        """Lower-cased hosts that share the nodes of ``part`` now.
+    def observe(self, part: partition.Partition) -> frozenset[str]:
+        """The live peers of ``part`` as seen from outside (lower-cased).
 
-        Includes this host unless its service is disabled, and only hosts of
-        ``part.peers`` when that is set.
+        Only hosts of ``part.peers`` when that is set; this host is not
+        added. What ``nova-ironic-multi ring show`` reports.
 
         :raises MembershipUnavailable: the answer cannot be known now.
         """
+
+    @abc.abstractmethod
+    def self_disabled(self) -> bool:
+        """Whether this host's own nova-compute service is disabled."""
+
+    def live_peers(self, part: partition.Partition) -> frozenset[str]:
+        """Lower-cased hosts that share the nodes of ``part`` now.
+
+        :meth:`observe`, plus this host unless its own service is disabled
+        (a new service is not yet visible to nova as an Ironic compute, but
+        is a member all the same), minus it if it is.
+
+        :raises MembershipUnavailable: the answer cannot be known now.
+        """
+        live = set(self.observe(part))
+        me = self.host.lower()
+        if self.self_disabled():
+            live.discard(me)
+        else:
+            live.add(me)
+        return frozenset(live)

@@ -39,6 +39,12 @@ HYPERVISOR_TYPE = 'ironic'
 BINARY = 'nova-compute'
 
 
+def counts(svc: Any, part: partition.Partition, api: Any) -> bool:
+    """Whether a nova-compute service record is a live peer of ``part``."""
+    return bool((part.peers is None or svc.host.lower() in part.peers) and
+                not svc.disabled and api.service_is_up(svc))
+
+
 class _NovaServices(base.Membership):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -49,42 +55,30 @@ class _NovaServices(base.Membership):
     def _candidates(self, ctxt: Any) -> Iterable[Any]:
         """The service records that may be peers."""
 
-    def _self_disabled(self, ctxt: Any, services: Iterable[Any]) -> bool:
-        me = self.host.lower()
-        for svc in services:
-            if svc.host.lower() == me:
-                return bool(svc.disabled)
-        svc = objects.Service.get_by_host_and_binary(ctxt, self.host, BINARY)
-        return bool(svc is not None and svc.disabled)
-
-    def live_peers(self, part: partition.Partition) -> frozenset[str]:
+    def self_disabled(self) -> bool:
         ctxt = nova_context.get_admin_context()
         try:
-            services = list(self._candidates(ctxt))
-            self_disabled = self._self_disabled(ctxt, services)
+            svc = objects.Service.get_by_host_and_binary(ctxt, self.host,
+                                                         BINARY)
         except exception.NovaException as e:
             raise base.MembershipUnavailable(
                 'cannot read nova-compute services: %s' % e) from e
-        live = set()
-        for svc in services:
-            host = svc.host.lower()
-            if part.peers is not None and host not in part.peers:
-                continue
-            if svc.disabled:
-                continue
-            if self._servicegroup.service_is_up(svc):
-                live.add(host)
-        me = self.host.lower()
-        if self_disabled:
-            live.discard(me)
+        disabled = bool(svc is not None and svc.disabled)
+        if disabled:
             LOG.info('This nova-compute service (%(host)s) is disabled: it '
                      'keeps the nodes of its instances but claims no free '
                      'node.', {'host': self.host})
-        else:
-            # A new service has no compute node yet, so nova does not list
-            # it among the Ironic computes; it is a member all the same.
-            live.add(me)
-        return frozenset(live)
+        return disabled
+
+    def observe(self, part: partition.Partition) -> frozenset[str]:
+        ctxt = nova_context.get_admin_context()
+        try:
+            services = list(self._candidates(ctxt))
+        except exception.NovaException as e:
+            raise base.MembershipUnavailable(
+                'cannot read nova-compute services: %s' % e) from e
+        return frozenset(svc.host.lower() for svc in services
+                         if counts(svc, part, self._servicegroup))
 
 
 class ServiceGroupMembership(_NovaServices):
@@ -110,9 +104,9 @@ class StaticMembership(_NovaServices):
             ctxt, BINARY, include_disabled=True)
         return services
 
-    def live_peers(self, part: partition.Partition) -> frozenset[str]:
+    def observe(self, part: partition.Partition) -> frozenset[str]:
         if not part.peers:
             # partition.resolve() refuses this; a direct caller learns why.
             raise base.MembershipUnavailable(
                 'membership_driver = static needs [ironic_multi] peer_list')
-        return super().live_peers(part)
+        return super().observe(part)

@@ -175,7 +175,7 @@ class ToozMembership(base.Membership):
             return None
         return reading
 
-    def live_peers(self, part: partition.Partition) -> frozenset[str]:
+    def observe(self, part: partition.Partition) -> frozenset[str]:
         group = group_name(self._opts().tooz_group, part.scope)
         if self._want != group:
             self._want = group
@@ -190,23 +190,16 @@ class ToozMembership(base.Membership):
             raise base.MembershipUnavailable(
                 'no fresh reading of tooz group %s (last error: %s)'
                 % (group, self._error))
+        if part.peers is not None:
+            return reading.members & part.peers
+        return reading.members
+
+    def self_disabled(self) -> bool:
+        ctxt = nova_context.get_admin_context()
         try:
-            disabled = self._self_disabled()
+            svc = objects.Service.get_by_host_and_binary(ctxt, self.host,
+                                                         'nova-compute')
         except exception.NovaException as e:
             raise base.MembershipUnavailable(
-                'cannot read this host\'s service: %s' % e) from e
-        live = set(reading.members)
-        if part.peers is not None:
-            live &= part.peers
-        me = self.host.lower()
-        if disabled:
-            live.discard(me)
-        else:
-            live.add(me)
-        return frozenset(live)
-
-    def _self_disabled(self) -> bool:
-        ctxt = nova_context.get_admin_context()
-        svc = objects.Service.get_by_host_and_binary(ctxt, self.host,
-                                                     'nova-compute')
+                "cannot read this host's service: %s" % e) from e
         return bool(svc is not None and svc.disabled)

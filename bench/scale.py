@@ -1,0 +1,472 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""One refresh over 10^4 real Ironic nodes, side by side with nova's driver.
+
+The set-up, shared by both drivers:
+
+* a real all-in-one Ironic 39 (API and conductor in one process, one API
+  worker, ``[api] max_limit = 1000``) on sqlite, holding ``--nodes``
+  fake-hardware nodes in ``available``, each with one trait: clones of a
+  node Ironic itself enrolled (:mod:`nova_ironic_multi.tests.fixtures.
+  ironic_server`). sqlite rather than PostgreSQL: listing is bound by the
+  API's Python work per node, not by the database (the same 10^4 nodes
+  list in about the same time on PostgreSQL), and sqlite needs no server;
+* a throwaway sqlite nova database (nova's own schema migrations) with
+  three ``nova-compute`` services, host1 to host3, each with an Ironic
+  compute node and a heartbeat just before every call, and no instance;
+* ``CONF.host = host1``, ``[ironic] endpoint_override`` at that Ironic and
+  ``auth_type = none``: both drivers read the same options.
+
+What is measured is one ``get_available_nodes()``, the refresh nova's
+resource tracker runs every period, of (a) this package's driver and (b)
+nova 34's in-tree ``nova.virt.ironic.driver.IronicDriver``, both with
+their default ring (ours: ``compatible``, 2^5 partitions a host, the
+in-tree mapping bit for bit). Each repetition builds a fresh driver
+object, calls ``init_host('host1')``, then times a *cold* call (nothing
+cached: the connection, microversion negotiation and first listing) and a
+*warm* second call of the same object. The two drivers alternate, and
+their order flips every repetition. One untimed call of each comes first,
+so lazy imports and plugin scans are not charged to either.
+
+Per call: wall and process CPU seconds; the HTTP requests sent and the
+seconds spent in them (counted in ``requests.Session.send``, which both
+drivers' keystoneauth sessions go through, so the same counter for both);
+the CPU seconds the Ironic processes spent meanwhile; the nodes returned.
+
+Memory is measured in separate calls, one a driver, because tracing every
+allocation slows allocation-heavy code and would skew the timings: the
+peak traced during a cold refresh, and what the driver's node cache keeps
+afterwards (traced memory still in use once the call's garbage is
+collected, minus what is left when the cache is dropped), per cached node
+and extrapolated to 10^5 cached nodes.
+
+Usage: ``tox -e bench -- scale [--nodes 10000] [--repeat 5] [--keep]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections.abc
+import contextlib
+import dataclasses
+import gc
+import logging
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import tracemalloc
+from typing import Any
+import uuid
+
+from nova import monkey_patch
+
+# nova-compute chooses its concurrency model before anything imports
+# oslo.service: native threads, as tox's OS_NOVA_DISABLE_EVENTLET_PATCHING=1
+# says (and the default here).
+monkey_patch.patch(backend='threading')
+
+from nova import config as nova_config  # noqa: E402
+from nova import context as nova_context  # noqa: E402
+from nova.db.main import api as main_db_api  # noqa: E402
+from nova.db import migration  # noqa: E402
+from nova import objects  # noqa: E402
+from nova.virt.ironic import driver as intree_driver  # noqa: E402
+from oslo_utils import timeutils  # noqa: E402
+import requests  # noqa: E402
+
+from bench import common  # noqa: E402
+from nova_ironic_multi import driver as our_driver  # noqa: E402
+from nova_ironic_multi.tests.fixtures import ironic_server  # noqa: E402
+
+CONF = nova_config.CONF
+HOSTS = ('host1', 'host2', 'host3')
+ME = 'host1'
+TRAIT = 'CUSTOM_GOLD'
+OURS, INTREE = 'ours', 'in-tree'
+#: Issue 7: ours at most this fraction of the in-tree wall time...
+WALL_RATIO_TARGET = 0.25
+#: ... and the node cache at most this many bytes per 10^5 nodes.
+CACHE_TARGET_BYTES = 100 * 10 ** 6
+MB = 10 ** 6
+
+
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+# Counting requests ----------------------------------------------------------
+
+class HttpCounter:
+    """Requests sent through ``requests.Session.send``, and their seconds.
+
+    keystoneauth (under both python-ironicclient and openstacksdk) sends
+    every request with a ``requests.Session``; each call of ``send`` is one
+    request on the wire (keystoneauth follows redirects itself).
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.seconds = 0.0
+        self._original: Any = None
+
+    def reset(self) -> None:
+        self.count, self.seconds = 0, 0.0
+
+    @contextlib.contextmanager
+    def installed(self) -> collections.abc.Iterator[HttpCounter]:
+        original = requests.Session.send
+        counter = self
+
+        def send(session: requests.Session, request: Any,
+                 **kwargs: Any) -> Any:
+            counter.count += 1
+            started = time.perf_counter()
+            try:
+                return original(session, request, **kwargs)
+            finally:
+                counter.seconds += time.perf_counter() - started
+
+        requests.Session.send = send  # type: ignore[method-assign]
+        try:
+            yield self
+        finally:
+            requests.Session.send = original  # type: ignore[method-assign]
+
+
+# The shared state: Ironic and nova --------------------------------------------
+
+def start_ironic(workdir: str, n_nodes: int) -> ironic_server.IronicProcess:
+    """An all-in-one Ironic holding ``n_nodes`` available nodes."""
+    db_path = os.path.join(workdir, 'ironic.sqlite')
+    shutil.copy(ironic_server.seed_db(), db_path)
+    uuids = common.random_uuids(n_nodes)
+    ironic_server.clone_nodes(db_path, [(u, '') for u in uuids],
+                              {u: [TRAIT] for u in uuids})
+    process = ironic_server.IronicProcess(workdir, db_path)
+    process.start()
+    process.wait_ready()
+    return process
+
+
+class NovaState:
+    """A sqlite nova database with three up Ironic compute services."""
+
+    def __init__(self, workdir: str) -> None:
+        nova_config.parse_args(['bench-scale'], default_config_files=[],
+                               configure_db=False, init_rpc=False)
+        objects.register_all()
+        CONF.set_override('connection', 'sqlite:///%s' % os.path.join(
+            workdir, 'nova.sqlite'), group='database')
+        main_db_api.configure(CONF)
+        migration.db_sync(database='main')
+        self.ctxt = nova_context.get_admin_context()
+        self.services = [self._add_compute(host) for host in HOSTS]
+        self.reports = 0
+
+    def _add_compute(self, host: str) -> int:
+        service = main_db_api.service_create(self.ctxt, {
+            'host': host, 'binary': 'nova-compute', 'topic': 'compute',
+            'report_count': 0,
+            'version': objects.service.SERVICE_VERSION})
+        main_db_api.compute_node_create(self.ctxt, {
+            'service_id': service['id'], 'host': host,
+            'uuid': str(uuid.uuid4()), 'hypervisor_hostname': host,
+            'hypervisor_type': 'ironic', 'hypervisor_version': 1,
+            'cpu_info': '', 'vcpus': 0, 'memory_mb': 0, 'local_gb': 0,
+            'vcpus_used': 0, 'memory_mb_used': 0, 'local_gb_used': 0})
+        return int(service['id'])
+
+    def heartbeat(self) -> None:
+        """Every service reports in, as its periodic task would."""
+        self.reports += 1
+        for service_id in self.services:
+            main_db_api.service_update(self.ctxt, service_id, {
+                'report_count': self.reports,
+                'last_seen_up': timeutils.utcnow()})
+
+
+def configure_drivers(ironic_url: str) -> None:
+    CONF.set_override('host', ME)
+    CONF.set_override('endpoint_override', ironic_url, group='ironic')
+    CONF.set_override('auth_type', 'none', group='ironic')
+
+
+# The two drivers ----------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Contender:
+    name: str
+    make: collections.abc.Callable[[], Any]
+    #: Forget the node cache (for the retained-memory measurement).
+    drop_cache: collections.abc.Callable[[Any], None]
+    #: The nodes in the cache.
+    cached: collections.abc.Callable[[Any], int]
+
+
+def _drop_ours(driver: Any) -> None:
+    driver._inventory._snapshot = None
+
+
+def _drop_intree(driver: Any) -> None:
+    driver.node_cache = {}
+
+
+CONTENDERS = {
+    OURS: Contender(OURS, lambda: our_driver.IronicDriver(None),
+                    _drop_ours,
+                    lambda d: len(d._inventory.cached().nodes)),
+    INTREE: Contender(INTREE, lambda: intree_driver.IronicDriver(None),
+                      _drop_intree, lambda d: len(d.node_cache)),
+}
+
+
+def fresh(contender: Contender) -> Any:
+    driver = contender.make()
+    driver.init_host(ME)
+    return driver
+
+
+# One call -------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Run:
+    driver: str
+    call: str            # 'cold' or 'warm'
+    wall: float
+    cpu: float
+    requests: int
+    http_seconds: float
+    server_cpu: float
+    nodes: frozenset[str]
+
+    @property
+    def returned(self) -> int:
+        return len(self.nodes)
+
+
+@dataclasses.dataclass
+class Memory:
+    driver: str
+    peak: int
+    retained: int
+    cached: int
+    returned: int
+
+    @property
+    def per_node(self) -> float:
+        return self.retained / self.cached if self.cached else float('nan')
+
+
+class Bench:
+    """The shared state and the measurements over it."""
+
+    def __init__(self, ironic: ironic_server.IronicProcess,
+                 nova: NovaState, counter: HttpCounter) -> None:
+        self.ironic = ironic
+        self.nova = nova
+        self.counter = counter
+
+    def server_cpu(self) -> float:
+        assert self.ironic.proc is not None
+        return common.process_group_cpu(self.ironic.proc.pid)
+
+    def call(self, name: str, driver: Any, call: str) -> Run:
+        """Time one ``get_available_nodes()`` (no memory tracing)."""
+        self.nova.heartbeat()
+        self.counter.reset()
+        server0 = self.server_cpu()
+        timing = common.measure(driver.get_available_nodes,
+                                trace_memory=False)
+        return Run(name, call, timing.wall, timing.cpu, self.counter.count,
+                   self.counter.seconds, self.server_cpu() - server0,
+                   frozenset(timing.value))
+
+    def repetition(self, order: list[str]) -> list[Run]:
+        runs = []
+        for name in order:
+            driver = fresh(CONTENDERS[name])
+            try:
+                for call in ('cold', 'warm'):
+                    run = self.call(name, driver, call)
+                    progress('  %-7s %s  %6.2fs wall %6.2fs cpu %3d requests'
+                             ' %5d nodes' % (name, call, run.wall, run.cpu,
+                                             run.requests, len(run.nodes)))
+                    runs.append(run)
+            finally:
+                driver.cleanup_host(ME)
+        return runs
+
+    def memory(self, contender: Contender) -> Memory:
+        """Peak during a cold refresh, and what the node cache keeps."""
+        driver = fresh(contender)
+        try:
+            self.nova.heartbeat()
+            gc.collect()
+            tracemalloc.start()
+            try:
+                base = tracemalloc.get_traced_memory()[0]
+                listed = len(driver.get_available_nodes())
+                peak = tracemalloc.get_traced_memory()[1] - base
+                gc.collect()
+                with_cache = tracemalloc.get_traced_memory()[0]
+                cached = contender.cached(driver)
+                contender.drop_cache(driver)
+                gc.collect()
+                without = tracemalloc.get_traced_memory()[0]
+            finally:
+                tracemalloc.stop()
+        finally:
+            driver.cleanup_host(ME)
+        return Memory(contender.name, peak, with_cache - without, cached,
+                      listed)
+
+
+# Report ---------------------------------------------------------------------
+
+def medians(runs: list[Run], name: str, call: str) -> dict[str, float]:
+    mine = [r for r in runs if r.driver == name and r.call == call]
+    return {attr: statistics.median(getattr(r, attr) for r in mine)
+            for attr in ('wall', 'cpu', 'http_seconds', 'server_cpu',
+                         'requests', 'returned')} | {'runs': len(mine)}
+
+
+def timing_table(runs: list[Run]) -> tuple[str, dict[str, float]]:
+    """Medians side by side, and the wall ratio ours / in-tree per call."""
+    rows, ratios = [], {}
+    for call in ('cold', 'warm'):
+        m = {name: medians(runs, name, call) for name in (OURS, INTREE)}
+        for name in (OURS, INTREE):
+            rows.append([name, call, '%d' % m[name]['runs'],
+                         '%.2f' % m[name]['wall'], '%.2f' % m[name]['cpu'],
+                         '%.2f' % m[name]['http_seconds'],
+                         '%.2f' % m[name]['server_cpu'],
+                         '%d' % m[name]['requests'],
+                         '%d' % m[name]['returned']])
+        ratios[call] = m[OURS]['wall'] / m[INTREE]['wall']
+        rows.append(['ours/in-tree', call, '', '%.2f' % ratios[call],
+                     '%.2f' % (m[OURS]['cpu'] / m[INTREE]['cpu']),
+                     '', '', '', ''])
+    headers = ['driver', 'call', 'runs', 'wall s', 'cpu s', 'in HTTP s',
+               'Ironic cpu s', 'requests', 'nodes']
+    return common.table(headers, rows), ratios
+
+
+def memory_table(memory: list[Memory], n_nodes: int) -> str:
+    rows = []
+    for m in memory:
+        rows.append([m.driver, '%.1f' % (m.peak / MB), '%d' % m.cached,
+                     '%.1f' % (m.retained / MB), '%.0f' % m.per_node,
+                     '%.1f' % (m.per_node * 10 ** 5 / MB),
+                     '%.0f' % (m.peak * 10 ** 5 / n_nodes / MB)])
+    headers = ['driver', 'peak MB', 'cached nodes', 'cache MB',
+               'B/cached node', 'cache MB @1e5', 'peak MB @1e5 listed']
+    return common.table(headers, rows)
+
+
+def verdicts(runs: list[Run], ratios: dict[str, float],
+             ours_memory: Memory) -> list[str]:
+    sets = {r.nodes for r in runs}
+    same = len(sets) == 1
+    lines = [
+        'wall ours/in-tree, cold call (median): %.2f <= %.2f %s' % (
+            ratios['cold'], WALL_RATIO_TARGET,
+            'met' if ratios['cold'] <= WALL_RATIO_TARGET else 'MISSED'),
+        'same set of nodes from both drivers in all %d calls: %s (%d '
+        'nodes)' % (len(runs), 'yes' if same else 'NO',
+                    len(next(iter(sets)))),
+    ]
+    per_1e5 = ours_memory.per_node * 10 ** 5
+    lines.append('ours, node cache at 10^5 nodes: %.0f B/node x 10^5 = '
+                 '%.1f MB <= %d MB %s' % (
+                     ours_memory.per_node, per_1e5 / MB,
+                     CACHE_TARGET_BYTES // MB,
+                     'met' if per_1e5 <= CACHE_TARGET_BYTES else 'MISSED'))
+    return lines
+
+
+# Main -------------------------------------------------------------------------
+
+def measure_all(bench: Bench, repeat: int) -> tuple[list[Run],
+                                                    list[Memory]]:
+    progress('warm-up: one untimed call of each driver')
+    for name in (OURS, INTREE):
+        driver = fresh(CONTENDERS[name])
+        bench.nova.heartbeat()
+        driver.get_available_nodes()
+        driver.cleanup_host(ME)
+    runs: list[Run] = []
+    for rep in range(repeat):
+        order = [OURS, INTREE] if rep % 2 == 0 else [INTREE, OURS]
+        progress('repetition %d of %d' % (rep + 1, repeat))
+        runs += bench.repetition(order)
+    progress('memory: one traced cold call of each driver')
+    memory = [bench.memory(CONTENDERS[name]) for name in (OURS, INTREE)]
+    return runs, memory
+
+
+def quiet_logs() -> None:
+    """Errors only: the in-tree driver warns on every refresh."""
+    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog='bench scale')
+    parser.add_argument('--nodes', type=int, default=10000,
+                        help='Ironic nodes (default 10000)')
+    parser.add_argument('--repeat', type=int, default=5,
+                        help='timed calls of each driver (default 5)')
+    parser.add_argument('--keep', action='store_true',
+                        help='keep the working directory (Ironic logs and '
+                        'database, nova database)')
+    args = parser.parse_args(argv)
+    quiet_logs()
+    print('Machine: %s' % common.machine())
+    workdir = tempfile.mkdtemp(prefix='nim-bench-scale-')
+    ironic = None
+    try:
+        progress('Ironic with %d nodes in %s' % (args.nodes, workdir))
+        started = time.perf_counter()
+        ironic = start_ironic(workdir, args.nodes)
+        progress('  ready in %.1fs at %s' % (time.perf_counter() - started,
+                                             ironic.url))
+        nova = NovaState(workdir)
+        configure_drivers(ironic.url)
+        counter = HttpCounter()
+        with counter.installed():
+            runs, memory = measure_all(Bench(ironic, nova, counter),
+                                       args.repeat)
+    finally:
+        if ironic is not None:
+            ironic.stop()
+        if args.keep:
+            progress('kept %s' % workdir)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    text, ratios = timing_table(runs)
+    print('One get_available_nodes() on %s with %d Ironic nodes, 3 hosts '
+          '(medians of %d):' % (ME, args.nodes, args.repeat))
+    print(text)
+    print()
+    print('Memory (one traced cold call each):')
+    print(memory_table(memory, args.nodes))
+    print()
+    print('Targets (issue 7):')
+    for line in verdicts(runs, ratios, memory[0]):
+        print('  ' + line)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))

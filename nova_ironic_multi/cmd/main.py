@@ -1,0 +1,120 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""``nova-ironic-multi``: see and steer the division of Ironic nodes.
+
+Run it where ``nova-manage`` runs, with nova's configuration::
+
+    nova-ironic-multi --config-file /etc/nova/nova.conf ring show
+    nova-ironic-multi ... ring explain NODE_UUID
+    nova-ironic-multi ... ring simulate --add host4 --remove host2
+    nova-ironic-multi ... takeover --from host3 --to host1 [--execute]
+
+Every command takes ``--format json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, TextIO
+
+from oslo_config import cfg
+
+from nova_ironic_multi import ironic
+from nova_ironic_multi import loader
+from nova_ironic_multi import membership
+from nova_ironic_multi import partition
+
+CONF = cfg.CONF
+
+
+def _format(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument('--format', choices=('table', 'json'),
+                        default='table', help='Output format.')
+
+
+def add_parsers(subparsers: Any) -> None:
+    ring = subparsers.add_parser('ring', help='Inspect the ring.')
+    actions = ring.add_subparsers(dest='action', metavar='ACTION')
+    actions.required = True
+    show = actions.add_parser(
+        'show', help='Members, their liveness, nodes per host, balance.')
+    _format(show)
+    explain = actions.add_parser(
+        'explain', help='Who manages a node, why, and who would take over.')
+    explain.add_argument('node', help='Ironic node UUID.')
+    _format(explain)
+    simulate = actions.add_parser(
+        'simulate', help='What would move if hosts joined or left.')
+    simulate.add_argument('--add', action='append', default=[],
+                          metavar='HOST', help='A host that would join.')
+    simulate.add_argument('--remove', action='append', default=[],
+                          metavar='HOST', help='A host that would leave.')
+    _format(simulate)
+    takeover = subparsers.add_parser(
+        'takeover', help="Move a dead host's instances to a live peer.")
+    takeover.add_argument('--from', dest='source', required=True,
+                          metavar='HOST', help='The dead, forced-down host.')
+    takeover.add_argument('--to', dest='dest', required=True,
+                          metavar='HOST', help='A live peer.')
+    takeover.add_argument('--execute', action='store_true',
+                          help='Move (without it: only show the plan).')
+    _format(takeover)
+
+
+COMMAND = cfg.SubCommandOpt('command', title='Commands',
+                            handler=add_parsers,
+                            help='ring show|explain|simulate, takeover')
+
+
+def run(command: Any, out: TextIO = sys.stdout,
+        err: TextIO = sys.stderr) -> int:
+    """Run a parsed command; errors are explained, not dumped."""
+    from nova_ironic_multi.cmd import fleet
+    from nova_ironic_multi.cmd import ring
+    from nova_ironic_multi.cmd import takeover
+    try:
+        if command.name == 'takeover':
+            return takeover.run(command.source, command.dest,
+                                command.execute, out, command.format)
+        view = fleet.gather(CONF)
+        if command.action == 'show':
+            return ring.show(view, out, command.format)
+        if command.action == 'explain':
+            return ring.explain(view, command.node, out, command.format)
+        return ring.simulate(view, command.add, command.remove, out,
+                             command.format)
+    except (takeover.Refused, partition.InvalidPartition,
+            loader.PluginNotFound) as e:
+        err.write('%s\n' % e)
+        return 2
+    except (ironic.IronicError, membership.MembershipUnavailable) as e:
+        err.write('Cannot read the fleet: %s\n' % e)
+        return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    from nova import config as nova_config
+    from nova import objects
+
+    from nova_ironic_multi import conf as nim_conf
+    nim_conf.register_opts(CONF)
+    CONF.register_cli_opt(COMMAND)
+    nova_config.parse_args(
+        [sys.argv[0]] + (sys.argv[1:] if argv is None else argv),
+        init_rpc=False)
+    objects.register_all()
+    return run(CONF.command)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

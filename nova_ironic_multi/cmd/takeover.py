@@ -1,0 +1,146 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""``takeover``: hand a dead host's instances to a live peer.
+
+A node with an instance stays with the instance's host, so when that host
+is gone for good its instances cannot be managed (stopped, deleted,
+rebuilt) until they change hosts. This moves, for every Ironic compute node
+of the source host that carries instances, the compute node and its
+instances to the destination in one database transaction, so a failure
+never leaves an instance on a host that does not manage its node. Free
+nodes are not moved: the ring gives them to the live peers by itself.
+
+It refuses unless the source service is forced down (the operator's word
+that it is fenced: two services must never manage one node), and unless
+the destination is up and enabled. It is a dry run unless ``--execute``;
+nodes already moved are skipped, so it can be run again after a failure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, TextIO
+
+from nova import context as nova_context
+from nova.db.main import api as db
+from nova import exception
+from nova import objects
+from nova import servicegroup
+
+from nova_ironic_multi.cmd import output
+
+
+class Refused(Exception):
+    """The takeover would be unsafe; the message says why and what to do."""
+
+
+@dataclasses.dataclass
+class Move:
+    node: str
+    compute_node_id: int
+    instances: list[tuple[str, str]]   # (uuid, name)
+
+
+def _service(ctxt: Any, host: str) -> Any:
+    try:
+        return objects.Service.get_by_compute_host(ctxt, host)
+    except exception.ComputeHostNotFound:
+        raise Refused('There is no nova-compute service on host %r.'
+                      % host) from None
+
+
+def plan(ctxt: Any, source: str, dest: str) -> list[Move]:
+    """The compute nodes of ``source`` with instances, and the instances."""
+    moves = []
+    for cn in objects.ComputeNodeList.get_all_by_host(ctxt, source):
+        if cn.hypervisor_type != 'ironic':
+            continue
+        instances = objects.InstanceList.get_by_host_and_node(
+            ctxt, source, cn.hypervisor_hostname, expected_attrs=[])
+        if instances:
+            moves.append(Move(cn.hypervisor_hostname, cn.id,
+                              [(i.uuid, i.display_name) for i in instances]))
+    return moves
+
+
+def check(ctxt: Any, source: str, dest: str) -> tuple[Any, Any]:
+    """The two services, once the takeover is known to be safe."""
+    if source.lower() == dest.lower():
+        raise Refused('--from and --to are the same host.')
+    src = _service(ctxt, source)
+    dst = _service(ctxt, dest)
+    if not src.forced_down:
+        raise Refused(
+            'Refusing: nova-compute on %s is not forced down. Make sure it '
+            'is stopped for good, then fence it with "openstack compute '
+            'service set --down %s nova-compute" and run this again.'
+            % (source, source))
+    if dst.forced_down or dst.disabled or not servicegroup.API(
+            ).service_is_up(dst):
+        raise Refused('Refusing: the destination nova-compute on %s is not '
+                      'up and enabled.' % dest)
+    return src, dst
+
+
+def _move_one(ctxt: Any, move: Move, dst: Any) -> None:
+    # One transaction: the compute node and its instances move together.
+    # (The cell's own context manager, so nova's calls below join it.)
+    with db.get_context_manager(ctxt).writer.using(ctxt):
+        db.compute_node_update(ctxt, move.compute_node_id,
+                               {'host': dst.host, 'service_id': dst.id})
+        for instance_uuid, _ in move.instances:
+            db.instance_update(ctxt, instance_uuid, {'host': dst.host})
+
+
+def run(source: str, dest: str, execute: bool, out: TextIO,
+        fmt: str) -> int:
+    ctxt = nova_context.get_admin_context()
+    mapping = objects.HostMapping.get_by_host(ctxt, source)
+    with nova_context.target_cell(ctxt, mapping.cell_mapping) as cctxt:
+        src, dst = check(cctxt, source, dest)
+        moves = plan(cctxt, src.host, dst.host)
+        data: dict[str, Any] = {
+            'from': src.host, 'to': dst.host, 'execute': execute,
+            'nodes': [{'node': m.node,
+                       'instances': [u for u, _ in m.instances]}
+                      for m in moves]}
+        if not execute:
+            rows = [[m.node, ', '.join('%s (%s)' % (u, n)
+                                       for u, n in m.instances)]
+                    for m in moves]
+            text = '\n'.join([
+                'Dry run: %d node(s) with instances would move from %s to '
+                '%s.' % (len(moves), src.host, dst.host),
+                output.table(['NODE', 'INSTANCES'], rows) if rows else '',
+                'Run again with --execute to move them.'])
+            output.emit(out, fmt, data, text)
+            return 0
+        done = []
+        for i, move in enumerate(moves, 1):
+            try:
+                _move_one(cctxt, move, dst)
+            except Exception as e:
+                out.write('[%d/%d] node %s: FAILED, nothing of it moved: %s\n'
+                          'Run the same command again to continue.\n'
+                          % (i, len(moves), move.node, e))
+                return 1
+            done.append(move.node)
+            if fmt != 'json':
+                out.write('[%d/%d] node %s: moved with %d instance(s) to '
+                          '%s\n' % (i, len(moves), move.node,
+                                    len(move.instances), dst.host))
+        data['moved'] = done
+        output.emit(out, fmt, data,
+                    'Moved %d node(s) from %s to %s; %s manages them from '
+                    'its next resource-tracker period.'
+                    % (len(done), src.host, dst.host, dst.host))
+        return 0

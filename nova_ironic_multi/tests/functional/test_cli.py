@@ -1,0 +1,153 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The operator command against the cell's database and a real Ironic."""
+
+from __future__ import annotations
+
+import io
+import json
+import types
+from typing import Any
+from unittest import mock
+
+from nova.db.main import api as main_db_api
+
+from nova_ironic_multi.cmd import main as cli
+from nova_ironic_multi import rings
+from nova_ironic_multi.tests.functional import base
+
+
+class CliTest(base.IronicCellTestCase):
+
+    NODES = 12
+
+    def setUp(self) -> None:
+        super().setUp()
+        flavor = self.baremetal_flavor()
+        self.server = self.boot(flavor, host='host3')
+        self.busy = self.server['OS-EXT-SRV-ATTR:hypervisor_hostname']
+        self._run_periodics()
+
+    def cli(self, name: str, fmt: str = 'json',
+            **args: Any) -> tuple[int, Any, str]:
+        out, err = io.StringIO(), io.StringIO()
+        command = types.SimpleNamespace(name=name, format=fmt, **args)
+        code = cli.run(command, out, err)
+        text = out.getvalue()
+        data = json.loads(text) if fmt == 'json' and text else text
+        return code, data, err.getvalue()
+
+    def test_ring_show(self) -> None:
+        code, data, _ = self.cli('ring', action='show')
+        self.assertEqual(0, code)
+        self.assertEqual(list(base.HOSTS), data['members'])
+        db = self.db_division()
+        for host in data['hosts']:
+            self.assertEqual('up', host['state'])
+            self.assertTrue(host['member'])
+            mine = db[host['host']]
+            with_instance = 1 if host['host'] == 'host3' else 0
+            self.assertEqual(with_instance, host['nodes_with_instance'])
+            self.assertEqual(len(mine) - with_instance, host['free_nodes'])
+        self.assertEqual(11, data['free_nodes'])
+        counts = [h['free_nodes'] for h in data['hosts']]
+        self.assertAlmostEqual(max(counts) / (11 / 3),
+                               data['balance_peak_to_mean'])
+        code, text, _ = self.cli('ring', fmt='table', action='show')
+        self.assertIn('Live members (3): host1, host2, host3', text)
+        self.assertIn('free-node balance', text)
+
+    def test_ring_explain(self) -> None:
+        free = next(n for n in self.node_uuids if n != self.busy)
+        owner = next(h for h, nodes in self.db_division().items()
+                     if free in nodes)
+        code, data, _ = self.cli('ring', action='explain', node=free)
+        self.assertEqual(0, code)
+        self.assertEqual(owner, data['owner'])
+        self.assertIn('free node placed by the compatible ring',
+                      data['reason'])
+        self.assertEqual(sorted(set(base.HOSTS) - {owner}),
+                         sorted(data['successors']))
+        code, data, _ = self.cli('ring', action='explain', node=self.busy)
+        self.assertEqual('host3', data['owner'])
+        self.assertIn(self.server['id'], data['reason'])
+        code, text, _ = self.cli('ring', fmt='table', action='explain',
+                                 node='no-such-node')
+        self.assertEqual(1, code)
+        self.assertIn('not among the 12 nodes', text)
+
+    def test_ring_simulate(self) -> None:
+        free = [n for n in self.node_uuids if n != self.busy]
+        before = rings.load('compatible', base.HOSTS, 5).assign(free)
+        after = rings.load('compatible', ['host1', 'host2', 'host4'],
+                           5).assign(free)
+        expected = sorted(n for n in free if before[n] != after[n])
+        code, data, _ = self.cli('ring', action='simulate', add=['host4'],
+                                 remove=['host3'])
+        self.assertEqual(0, code)
+        self.assertEqual(expected, data['moved_nodes'])
+        self.assertEqual(['host1', 'host2', 'host4'], data['members_after'])
+        self.assertEqual(0, data['per_host']['host3']['after'])
+        self.assertEqual(sum(1 for v in before.values() if v == 'host3'),
+                         data['per_host']['host3']['before'])
+
+    def takeover(self, execute: bool = False,
+                 fmt: str = 'table') -> tuple[int, Any, str]:
+        return self.cli('takeover', fmt=fmt, source='host3', dest='host1',
+                        execute=execute)
+
+    def test_takeover_refuses_an_unfenced_host(self) -> None:
+        code, _, err = self.takeover(execute=True)
+        self.assertEqual(2, code)
+        self.assertIn('nova-compute on host3 is not forced down', err)
+        self.assertEqual('host3', self.instance_host(self.server['id']))
+
+    def test_takeover_moves_node_and_instance_and_can_rerun(self) -> None:
+        self.computes['host3'].stop()
+        self.admin_api.put_service_force_down(self.service('host3')['id'],
+                                              True)
+        code, text, _ = self.takeover()
+        self.assertEqual(0, code)
+        self.assertIn('Dry run: 1 node(s) with instances would move', text)
+        self.assertIn(self.busy, text)
+        self.assertEqual('host3', self.instance_host(self.server['id']))
+
+        code, text, _ = self.takeover(execute=True)
+        self.assertEqual(0, code, text)
+        self.assertIn('[1/1] node %s: moved with 1 instance(s)' % self.busy,
+                      text)
+        self.assertEqual('host1', self.instance_host(self.server['id']))
+        self.assertIn(self.busy, self.db_division()['host1'])
+        # host1 now manages the node (rule 1), from its next period.
+        self.assertIn(self.busy, self.reported()['host1'])
+        self.assertEqual('ACTIVE', self.api.get_server(
+            self.server['id'])['status'])
+        # Run again: nothing left to move.
+        code, data, _ = self.takeover(execute=True, fmt='json')
+        self.assertEqual((0, []), (code, data['moved']))
+
+    def test_takeover_moves_each_node_atomically(self) -> None:
+        self.computes['host3'].stop()
+        self.admin_api.put_service_force_down(self.service('host3')['id'],
+                                              True)
+        with mock.patch.object(main_db_api, 'instance_update',
+                               side_effect=RuntimeError('db went away')):
+            code, text, _ = self.takeover(execute=True)
+        self.assertEqual(1, code)
+        self.assertIn('FAILED, nothing of it moved: db went away', text)
+        # The compute node did not move without its instance.
+        self.assertIn(self.busy, self.db_division()['host3'])
+        self.assertEqual('host3', self.instance_host(self.server['id']))
+        code, text, _ = self.takeover(execute=True)
+        self.assertEqual(0, code)
+        self.assertEqual('host1', self.instance_host(self.server['id']))
+        self.assertIn(self.busy, self.db_division()['host1'])
