@@ -125,7 +125,9 @@ class Provisioner:
                 reason='Ironic node %s was reserved by another instance: %s'
                 % (node_uuid, e)) from e
         except ironic.IronicError as e:
-            raise exception.InstanceDeployFailure(
+            # Whatever stops this node (e.g. no conductor for its group),
+            # another node may do: let nova reschedule.
+            raise exception.ComputeResourcesUnavailable(
                 reason='failed to reserve Ironic node %s: %s'
                 % (node_uuid, e)) from e
         LOG.info('Reserved Ironic node %(node)s', {'node': node_uuid},

@@ -98,11 +98,14 @@ def on_mutate(conf: cfg.ConfigOpts,
                 continue
             except (cfg.Error, ValueError) as e:
                 good = _STATE.last_good.get(key)
+                # oslo.config's message starts with where the value came
+                # from; the reason is what the operator needs.
+                reason = str(e).rpartition(' is not valid: ')[2]
                 LOG.error('Reload: rejected the new value of [%(group)s] '
-                          '%(name)s (%(error)s); keeping %(good)r. Fix the '
+                          '%(name)s: %(reason)s; keeping %(good)r. Fix the '
                           'value in the configuration file and send SIGHUP '
                           'again.', {'group': group, 'name': name,
-                                     'error': e, 'good': good})
+                                     'reason': reason, 'good': good})
                 conf.set_override(name, good, group)
                 _STATE.pinned.add(key)
                 continue

@@ -19,11 +19,12 @@ consistent hashing, whose shares vary by several percent because both the
 arcs and the number of nodes falling on them are random.
 
 To even the shares out, no member takes more than a capacity of
-``ceil(mean * (1 + slack))`` nodes, ``mean`` being nodes / members. Nodes
-are placed in rounds: every unplaced node asks the member of its current
-point; a member with room for all its askers takes them all, a member with
-less room keeps the askers closest (clockwise) to their point and the rest
-move on to the next point whose member still has room. Which nodes a member
+``floor(mean * (1 + slack))`` nodes (never below an even share), ``mean``
+being nodes / members. Nodes are placed in rounds: every unplaced node
+asks the member of its current point; a member with room for all its askers
+takes them all, a member with less room keeps the askers closest
+(clockwise) to their point and the rest move on to the next point whose
+member still has room. Which nodes a member
 keeps depends only on the keys, never on input order, so every service
 computes the same division.
 
@@ -58,22 +59,31 @@ def slack(nodes: int, members: int) -> float:
     or more nodes per member (``mean / members``) up to 2.6 when it moves a
     hundredth of one: there, most capped members would otherwise pass a
     node on, or take one back, at every membership change. Never below
-    1.9 %, so rounding to whole nodes cannot break the balance target.
+    1.9 %, so rounding to whole nodes cannot break the balance target, and
+    never above 25 %: in a small fleet a share is a handful of nodes, and a
+    wide cap would leave it as uneven as plain consistent hashing.
     """
     if members <= 1 or nodes <= members:
         return 0.0
     mean = nodes / members
     per_change = mean / members
     z = min(2.6, max(0.6, 1.4 - math.log10(per_change)))
-    return max(0.019, z / math.sqrt(mean))
+    return min(0.25, max(0.019, z / math.sqrt(mean)))
 
 
 def capacity(nodes: int, members: int) -> int:
-    """The most nodes one member may hold."""
+    """The most nodes one member may hold: ``floor(mean * (1 + slack))``.
+
+    Never below an even share rounded up. Rounding down, not up, matters:
+    with ``ceil`` an even share that is a whole number (10^4 nodes on 1000
+    members) would raise every member's cap by one on the next leave, and
+    each capped member would pass on or take back a node.
+    """
     if not members:
         return 0
     mean = nodes / members
-    return max(math.ceil(mean), math.ceil(mean * (1 + slack(nodes, members))))
+    return max(math.ceil(mean),
+               math.floor(mean * (1 + slack(nodes, members))))
 
 
 class BalancedRing(base.IndexedRing):

@@ -90,11 +90,15 @@ class IronicCellTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         self.flags(poll_interval=0.1, group='ironic_multi')
         self.flags(mkisofs_cmd=ironic_server.bin_path('pycdlib-genisoimage'))
         self.ctxt = nova_context.get_admin_context()
+        self.configure()
         if self.START_COMPUTES:
             for host in HOSTS:
                 self._start_compute(host)
             # host1 started alone and took every node; settle the ring.
             self._run_periodics()
+
+    def configure(self) -> None:
+        """Hook: configuration after nova's fixtures, before the computes."""
 
     # What the operator would look at ------------------------------------
 

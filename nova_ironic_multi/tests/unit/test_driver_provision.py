@@ -86,10 +86,12 @@ class ReservationTest(base.DriverTestCase):
         self.assertRaises(exception.NovaException,
                           self.driver.prepare_for_spawn, inst)
 
-    def test_other_ironic_errors_fail_the_deploy(self) -> None:
-        self.ironic.fail('reserve', ironic.IronicUnavailable('503'))
-        self.assertRaises(exception.InstanceDeployFailure,
-                          self.driver.prepare_for_spawn, self.instance)
+    def test_other_reservation_errors_reschedule_too(self) -> None:
+        # e.g. Ironic has no conductor for the node's group (400).
+        self.ironic.fail('reserve', ironic.BadRequest('No valid host'))
+        exc = self.assertRaises(exception.ComputeResourcesUnavailable,
+                                self.driver.prepare_for_spawn, self.instance)
+        self.assertIn('No valid host', str(exc))
 
     def test_failed_spawn_cleanup_releases_only_our_node(self) -> None:
         self.driver.prepare_for_spawn(self.instance)

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import collections
+import math
 import random
 import uuid
 
@@ -165,6 +166,15 @@ def test_no_members_manage_nothing() -> None:
     ring = balanced.BalancedRing([], 5)
     assert ring.assign(random_uuids(3, 1)) == {}
     assert ring.owners('x', 2) == []
+
+
+@pytest.mark.parametrize('n_nodes,n_members', [(6, 3), (12, 3), (12, 4)])
+def test_small_fleets_stay_close_to_even(n_nodes: int,
+                                         n_members: int) -> None:
+    counts = collections.Counter(balanced.BalancedRing(
+        hosts(n_members), 5).assign(random_uuids(n_nodes, 4)).values())
+    mean = n_nodes / n_members
+    assert max(counts.values()) <= math.ceil(mean * 1.25)
 
 
 def test_capacity_never_below_an_even_share() -> None:
