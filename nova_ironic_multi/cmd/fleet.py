@@ -28,6 +28,7 @@ from nova import servicegroup
 from oslo_config import cfg
 
 from nova_ironic_multi import ironic
+from nova_ironic_multi import loader
 from nova_ironic_multi import membership
 from nova_ironic_multi.membership import servicegroup as sg_membership
 from nova_ironic_multi import nodeinfo
@@ -112,10 +113,16 @@ def gather(conf: cfg.ConfigOpts) -> Fleet:
 
     :raises partition.InvalidPartition: the local partition options are
         invalid (the message names them).
+    :raises loader.PluginNotFound: an unknown ring or membership plugin.
     :raises ironic.IronicError: Ironic cannot be listed.
     :raises membership.MembershipUnavailable: the peers cannot be read.
     """
     part = partition.resolve(conf, OBSERVER, observer=True)
+    # Configuration mistakes first, before reaching for Ironic or nova.
+    loader.plugin(loader.RINGS_NAMESPACE, part.ring_algorithm,
+                  '[ironic_multi] ring_algorithm')
+    loader.plugin(loader.MEMBERSHIP_NAMESPACE, part.membership_driver,
+                  '[ironic_multi] membership_driver')
     nodes = ironic.Ironic(conf).list_nodes(part.scope)
     ctxt = nova_context.get_admin_context()
     services, ironic_hosts, instance_hosts = _services_and_instances(

@@ -23,16 +23,22 @@ Every command takes ``--format json``.
 
 from __future__ import annotations
 
-import argparse
-import sys
-from typing import Any, TextIO
+# nova chooses its concurrency model when first imported: this short-lived
+# tool runs on native threads (eventlet poisoned), like nova-compute.
+from nova import monkey_patch
 
-from oslo_config import cfg
+monkey_patch.patch(backend='threading')
 
-from nova_ironic_multi import ironic
-from nova_ironic_multi import loader
-from nova_ironic_multi import membership
-from nova_ironic_multi import partition
+import argparse  # noqa: E402
+import sys  # noqa: E402
+from typing import Any, TextIO  # noqa: E402
+
+from oslo_config import cfg  # noqa: E402
+
+from nova_ironic_multi import ironic  # noqa: E402
+from nova_ironic_multi import loader  # noqa: E402
+from nova_ironic_multi import membership  # noqa: E402
+from nova_ironic_multi import partition  # noqa: E402
 
 CONF = cfg.CONF
 

@@ -1,0 +1,74 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The installed ``nova-ironic-multi`` command, as an operator runs it.
+
+(Its commands against a real cell and Ironic: tests/functional/test_cli.)
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+COMMAND = os.path.join(os.path.dirname(sys.executable), 'nova-ironic-multi')
+
+
+def run(*args: str, conf: pathlib.Path | None = None
+        ) -> subprocess.CompletedProcess[str]:
+    argv = [COMMAND] + (['--config-file', str(conf)] if conf else [])
+    env = dict(os.environ)
+    env.pop('OS_NOVA_DISABLE_EVENTLET_PATCHING', None)
+    return subprocess.run(argv + list(args), capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+def test_help_lists_the_commands() -> None:
+    result = run('--help')
+    assert result.returncode == 0
+    assert 'ring' in result.stdout and 'takeover' in result.stdout
+    result = run('ring', 'simulate', '--help')
+    assert result.returncode == 0
+    assert '--add HOST' in result.stdout and '--format' in result.stdout
+
+
+def test_takeover_needs_both_hosts() -> None:
+    result = run('takeover', '--from', 'host3')
+    assert result.returncode == 2
+    assert '--to' in result.stderr
+
+
+def test_no_ironic_endpoint_is_explained(tmp_path: pathlib.Path) -> None:
+    conf = tmp_path / 'nova.conf'
+    conf.write_text('[DEFAULT]\n')
+    result = run('ring', 'show', conf=conf)
+    assert result.returncode == 1
+    assert '[ironic] endpoint_override' in result.stderr
+    assert 'Traceback' not in result.stderr
+
+
+@pytest.mark.parametrize('section', [
+    '[ironic_multi]\npartition_key = a\npeer_list = h1\n'
+    '[ironic]\nconductor_group = b\n',
+    '[ironic_multi]\nring_algorithm = no-such-ring\n',
+])
+def test_invalid_partition_options_are_refused(tmp_path: pathlib.Path,
+                                               section: str) -> None:
+    conf = tmp_path / 'nova.conf'
+    conf.write_text(section)
+    result = run('ring', 'show', conf=conf)
+    assert result.returncode == 2, result.stderr
+    assert '[ironic' in result.stderr
+    assert 'Traceback' not in result.stderr
