@@ -146,28 +146,25 @@ class IronicDriver(virt_driver.ComputeDriver):
         # Node UUIDs are both the compute node UUIDs and their names.
         return {n: n for n in self.get_available_nodes(refresh=refresh)}
 
-    def node_is_available(self, nodename: str) -> bool:
-        if nodename in self._inventory.cached().nodes:
-            return True
+    def _exists(self, nodename: str) -> bool | None:
+        """Whether Ironic has the node; None when Ironic cannot say."""
         try:
             self._ironic.get_node(nodename)
         except ironic.NodeNotFound:
             return False
         except ironic.IronicError:
-            # Unknown is not gone: keep tracking it.
-            return True
+            return None
         return True
+
+    def node_is_available(self, nodename: str) -> bool:
+        # Unknown is not gone: keep tracking it.
+        return (nodename in self._inventory.cached().nodes or
+                self._exists(nodename) is not False)
 
     def is_node_deleted(self, nodename: str) -> bool:
         # Only Ironic's own 404 says a node is gone; an outage says nothing
         # (nova bug 1750450: every compute node deleted on an outage).
-        try:
-            self._ironic.get_node(nodename)
-        except ironic.NodeNotFound:
-            return True
-        except ironic.IronicError:
-            return False
-        return False
+        return self._exists(nodename) is False
 
     def _node(self, nodename: str) -> nodeinfo.NodeInfo:
         node = self._current().nodes.get(nodename)
@@ -200,12 +197,7 @@ class IronicDriver(virt_driver.ComputeDriver):
         if use_cache:
             node = self._current().node_for_instance(instance.uuid)
         if node is None:
-            try:
-                node = self._ironic.node_for_instance(instance.uuid)
-            except ironic.IronicError as e:
-                raise exception.NovaException(
-                    'Cannot read the Ironic node of instance %s: %s'
-                    % (instance.uuid, e)) from e
+            node = self._provision.find_instance_node(instance)
         if node is None:
             return hardware.InstanceInfo(state=power_state.NOSTATE)
         return hardware.InstanceInfo(state=resources.power(node.power_state))

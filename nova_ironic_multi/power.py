@@ -102,28 +102,29 @@ class Power:
                      'failed (%(reason)s); powering off hard',
                      {'node': node.uuid, 't': timeout, 'reason': reason},
                      instance=instance)
-        try:
-            result = self._request(node.uuid, 'off', 'power off')
-        except (ironic.IronicError, waits.Timeout) as e:
-            raise exception.InstancePowerOffFailure(reason=str(e)) from e
-        if result.power_state != states.POWER_OFF:
-            raise exception.InstancePowerOffFailure(
-                reason='Ironic node %s is %s after power off: %s'
-                % (node.uuid, result.power_state, result.last_error))
-        LOG.info('Powered off Ironic node %s', node.uuid, instance=instance)
+        self._hard(node.uuid, 'off', states.POWER_OFF,
+                   exception.InstancePowerOffFailure, instance)
 
     def power_on(self, instance: Any) -> None:
         """:raises nova.exception.InstancePowerOnFailure:"""
         node = self._provisioner.instance_node(instance)
+        self._hard(node.uuid, 'on', states.POWER_ON,
+                   exception.InstancePowerOnFailure, instance)
+
+    def _hard(self, node_uuid: str, target: str, goal: str, error: type,
+              instance: Any) -> None:
+        """Power ``target`` and check the node really ends up in ``goal``."""
+        what = 'power %s' % target
         try:
-            result = self._request(node.uuid, 'on', 'power on')
+            result = self._request(node_uuid, target, what)
         except (ironic.IronicError, waits.Timeout) as e:
-            raise exception.InstancePowerOnFailure(reason=str(e)) from e
-        if result.power_state != states.POWER_ON:
-            raise exception.InstancePowerOnFailure(
-                reason='Ironic node %s is %s after power on: %s'
-                % (node.uuid, result.power_state, result.last_error))
-        LOG.info('Powered on Ironic node %s', node.uuid, instance=instance)
+            raise error(reason=str(e)) from e
+        if result.power_state != goal:
+            raise error(reason='Ironic node %s is %s after %s: %s'
+                        % (node_uuid, result.power_state, what,
+                           result.last_error))
+        LOG.info('Ironic node %(node)s: %(what)s done',
+                 {'node': node_uuid, 'what': what}, instance=instance)
 
     def crash_dump(self, instance: Any) -> None:
         """Inject an NMI.

@@ -76,17 +76,22 @@ class Provisioner:
         except ironic.IronicError:
             LOG.debug('Cannot re-read node %s', node_uuid, exc_info=True)
 
+    def find_instance_node(self,
+                           instance: Any) -> nodeinfo.NodeInfo | None:
+        """The node an instance is on, fresh from Ironic, or None."""
+        try:
+            return self._ironic.node_for_instance(instance.uuid)
+        except ironic.IronicError as e:
+            raise exception.NovaException(
+                'Cannot find the Ironic node of instance %s: %s'
+                % (instance.uuid, e)) from e
+
     def instance_node(self, instance: Any) -> nodeinfo.NodeInfo:
         """The node an instance is on, fresh from Ironic.
 
         :raises nova.exception.InstanceNotFound: no node holds it.
         """
-        try:
-            node = self._ironic.node_for_instance(instance.uuid)
-        except ironic.IronicError as e:
-            raise exception.NovaException(
-                'Cannot find the Ironic node of instance %s: %s'
-                % (instance.uuid, e)) from e
+        node = self.find_instance_node(instance)
         if node is None:
             raise exception.InstanceNotFound(instance_id=instance.uuid)
         return node
