@@ -135,9 +135,12 @@ Related options:
         help="""
 The number of hash ring buckets per peer, as a power of two.
 
-Each peer is placed on the ring ``2 ** hash_partition_exponent`` times. More
-buckets spread nodes more evenly at the cost of a larger ring. nova's in-tree
-driver uses 5 (32 buckets); keep 5 while migrating from it.
+With the ``compatible`` ring each peer is placed on the ring ``2 **
+hash_partition_exponent`` times; nova's in-tree driver uses 5 (32 buckets),
+so keep 5 while migrating from it. The ``balanced`` ring places each peer
+``64 * 2 ** hash_partition_exponent`` times (2048 at the default, about
+24 bytes each); its balance comes from its capacity cap, so the default is
+right for fleets of up to thousands of peers.
 
 Possible values:
 
