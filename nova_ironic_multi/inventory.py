@@ -115,11 +115,16 @@ class Inventory:
         try:
             part = partition.resolve(self._conf, self.host)
         except (partition.InvalidPartition, cfg.Error, ValueError) as e:
+            error: Exception | None = e
+        else:
+            error = None
+        if error is not None:
             if self._good is None:
-                raise partition.InvalidPartition(str(e)) from e
+                raise partition.InvalidPartition(str(error)) from error
+            # Outside the except block, so the log line is the message alone.
             LOG.error('Invalid partition options, still using the last '
                       'good ones (%(good)s): %(error)s',
-                      {'good': self._good.summary(), 'error': e})
+                      {'good': self._good.summary(), 'error': error})
             return self._good
         if self._good is not None and part != self._good:
             LOG.info('Partition changed from %(old)s to %(new)s',

@@ -35,6 +35,7 @@ from nova_ironic_multi import instance_info
 from nova_ironic_multi import inventory
 from nova_ironic_multi import ironic
 from nova_ironic_multi import nodeinfo
+from nova_ironic_multi import ownership
 from nova_ironic_multi import states
 from nova_ironic_multi import vifs
 from nova_ironic_multi import volumes
@@ -116,6 +117,16 @@ class Provisioner:
             raise exception.ComputeResourcesUnavailable(
                 reason='Ironic node %s is used by instance %s'
                 % (node_uuid, node.instance_uuid))
+        scope = self._nodes.current_partition().scope
+        if node.instance_uuid is None and not ownership.in_scope(node,
+                                                                 scope):
+            # nova still schedules onto nodes this service managed before a
+            # reload moved it elsewhere; never deploy outside the scope.
+            raise exception.ComputeResourcesUnavailable(
+                reason='Ironic node %s (conductor group %r, shard %r) is '
+                'outside the scope of this service (%s)'
+                % (node_uuid, node.conductor_group, node.shard,
+                   scope.describe()))
         if node.instance_uuid is None and node.unavailable:
             raise exception.ComputeResourcesUnavailable(
                 reason='Ironic node %s is not available (provision state '

@@ -97,10 +97,16 @@ def on_mutate(conf: cfg.ConfigOpts,
             except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
                 continue
             except (cfg.Error, ValueError) as e:
+                error: Exception | None = e
+            else:
+                error = None
+            if error is not None:
+                # Logged outside the except block: oslo.log would append the
+                # whole exception again to the operator's one line.
                 good = _STATE.last_good.get(key)
                 # oslo.config's message starts with where the value came
                 # from; the reason is what the operator needs.
-                reason = str(e).rpartition(' is not valid: ')[2]
+                reason = str(error).rpartition(' is not valid: ')[2]
                 LOG.error('Reload: rejected the new value of [%(group)s] '
                           '%(name)s: %(reason)s; keeping %(good)r. Fix the '
                           'value in the configuration file and send SIGHUP '

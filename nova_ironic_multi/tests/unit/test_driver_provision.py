@@ -67,6 +67,19 @@ class ReservationTest(base.DriverTestCase):
             self.assertRaises(exception.ComputeResourcesUnavailable,
                               self.driver.prepare_for_spawn, self.instance)
 
+    def test_node_outside_the_scope_is_refused(self) -> None:
+        # nova keeps scheduling onto the providers of nodes a reload moved
+        # this service away from.
+        self.flags(partition_key='rack-a', peer_list=[self.HOST],
+                   group='ironic_multi')
+        exc = self.assertRaises(exception.ComputeResourcesUnavailable,
+                                self.driver.prepare_for_spawn, self.instance)
+        self.assertIn("outside the scope of this service (conductor group "
+                      "'rack-a')", str(exc))
+        self.assertEqual([], self.ironic.calls_to('reserve'))
+        self.ironic.nodes[self.node]['conductor_group'] = 'rack-a'
+        self.driver.prepare_for_spawn(self.instance)
+
     def test_race_lost_at_the_patch_is_a_reschedule_not_a_retry(
             self) -> None:
         self.ironic.fail('reserve', ironic.Conflict(

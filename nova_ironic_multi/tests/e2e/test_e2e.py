@@ -1,0 +1,706 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""End to end: real nova services dividing a real Ironic, one story.
+
+One deployment for the whole module (:mod:`..fixtures.deployment`); the
+tests run in order and each starts from where the previous one left off,
+like an operator's day:
+
+a. servers boot on distinct nodes;
+b. a compute is killed and its free nodes move to its peer;
+c. it comes back and takes its share back, with nothing duplicated;
+d. a host is moved to another conductor group by SIGHUP (eventlet mode),
+   a bad SIGHUP leaves a host as it was (threading mode, then eventlet),
+   and SIGTERM stops the computes cleanly.
+
+After the move nobody serves g2, but its compute nodes and providers are
+kept, so nova still schedules there: the host that last reported them must
+refuse such a node (and nova reschedules) instead of deploying it.
+
+The layout: host1 and host2 share conductor group g1 (``peer_list =
+host1,host2``), host3 alone serves g2 (``peer_list = host3``). Static
+peer lists must be the same on every host of a group, so moving host3 to
+g1 means three SIGHUPs: host1 and host2 learn the new list first (so no
+node is ever claimed twice; a few are unmanaged for one period), then host3
+switches group. g2's compute nodes are then kept, not deleted: Ironic still
+has the nodes.
+
+Every check is what an operator would look at: nova's API, placement, the
+cell database, Ironic's API, the processes and their logs. Waits are
+bounded and say what they waited for.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable, Iterator, Mapping
+import dataclasses
+import itertools
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from typing import Any
+import uuid
+
+import pytest
+
+from nova_ironic_multi import rings
+from nova_ironic_multi.tests.fixtures import deployment
+from nova_ironic_multi.tests.fixtures import processes
+
+HOSTS = ('host1', 'host2', 'host3')
+G1_HOSTS = ('host1', 'host2')
+G1_PEERS = 'host1,host2'
+ALL_PEERS = 'host1,host2,host3'
+G1_NODES = 6
+G2_NODES = 3
+RING, EXPONENT = 'compatible', 5
+BAREMETAL_FLAVOR = {
+    'resources:CUSTOM_BAREMETAL': '1', 'resources:VCPU': '0',
+    'resources:MEMORY_MB': '0', 'resources:DISK_GB': '0',
+}
+PERIOD = deployment.RESOURCE_PERIOD
+BOOT_TIMEOUT = 180
+#: Down after service_down_time, then the peer's next period, with room
+#: for a loaded machine.
+TAKEOVER_TIMEOUT = deployment.SERVICE_DOWN_TIME + 20 * PERIOD
+SETTLE_TIMEOUT = 150
+STOP_TIMEOUT = 60
+
+SPECS = [
+    deployment.ComputeSpec('host1', eventlet=False,
+                           partition={'partition_key': 'g1',
+                                      'peer_list': G1_PEERS}),
+    deployment.ComputeSpec('host2', eventlet=False,
+                           partition={'partition_key': 'g1',
+                                      'peer_list': G1_PEERS}),
+    deployment.ComputeSpec('host3', eventlet=True,
+                           partition={'partition_key': 'g2',
+                                      'peer_list': 'host3'}),
+]
+
+
+# The plan: fixed nodes, so every run divides them the same way ------------
+
+def share(members: Iterable[str], nodes: Iterable[str]) -> dict[str, str]:
+    """``{node: host}``: how the ring divides these free nodes."""
+    return rings.load(RING, members, EXPONENT).assign(list(nodes))
+
+
+def by_host(division: Mapping[str, str]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = collections.defaultdict(set)
+    for node, host in division.items():
+        out[host].add(node)
+    return out
+
+
+def node_uuid(group: str, i: int) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, 'nim-e2e:%s-%d' % (group, i)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    g1: list[str]
+    g2: list[str]
+    #: The g1 node of host1's server and the g1 node of host2's server:
+    #: each stays with its host whether two or three hosts share g1.
+    node_a: str
+    node_b: str
+
+    @property
+    def nodes(self) -> dict[str, list[str]]:
+        return {'g1': self.g1, 'g2': self.g2}
+
+
+def make_plan() -> Plan:
+    """The first fixed node set where every step has something to show.
+
+    host2 has free nodes beside its server's (b: something to take over);
+    with three hosts on g1, host1 keeps a free node beside its server's
+    (d: a server can still boot there) and host3 gets one (d: the move
+    shows).
+    """
+    g2 = [node_uuid('g2', i) for i in range(G2_NODES)]
+    for offset in itertools.count():
+        g1 = [node_uuid('g1', offset + i) for i in range(G1_NODES)]
+        two = by_host(share(G1_HOSTS, g1))
+        three = by_host(share(HOSTS, g1))
+        a = sorted(two['host1'] & three['host1'])
+        b = sorted(two['host2'] & three['host2'])
+        if (a and b and len(two['host2']) >= 3 and
+                len(three['host1']) >= 2 and three['host3']):
+            return Plan(g1, g2, a[0], b[0])
+    raise AssertionError('unreachable')
+
+
+# The environment and what an operator looks at ---------------------------
+
+class Env:
+    def __init__(self, dep: deployment.Deployment, plan: Plan) -> None:
+        self.dep = dep
+        self.plan = plan
+        self.nova = dep.nova
+        self.ironic = dep.ironic.client
+        #: name -> server id, for the servers alive now.
+        self.servers: dict[str, str] = {}
+        self.flavor = ''
+
+    @property
+    def all_nodes(self) -> set[str]:
+        return set(self.plan.g1) | set(self.plan.g2)
+
+    def compute(self, host: str) -> deployment.Compute:
+        return self.dep.computes[host]
+
+    def rows(self) -> list[dict[str, Any]]:
+        return self.dep.cell.compute_nodes()
+
+    def db_division(self) -> dict[str, str]:
+        """``{node: host}`` from the cell database; asserts no duplicate."""
+        rows = self.rows()
+        assert_one_row_per_node(rows)
+        return {r['hypervisor_hostname']: r['host'] for r in rows}
+
+    def busy(self) -> dict[str, str]:
+        """``{node: host}`` of the live servers, from nova's API."""
+        out = {}
+        for server_id in self.servers.values():
+            s = self.nova.server(server_id)
+            out[s['OS-EXT-SRV-ATTR:hypervisor_hostname']] = (
+                s['OS-EXT-SRV-ATTR:host'])
+        return out
+
+    def expected(self, members: Iterable[str],
+                 group_nodes: Iterable[str]) -> dict[str, str]:
+        """Who should manage each node of a group now.
+
+        Owners keep the nodes of their instances; the ring divides the free
+        ones.
+        """
+        busy = {n: h for n, h in self.busy().items()
+                if n in set(group_nodes)}
+        free = [n for n in group_nodes if n not in busy]
+        return {**busy, **share(members, free)}
+
+    def wait_division(self, want: Mapping[str, str], what: str,
+                      timeout: float = SETTLE_TIMEOUT) -> dict[str, str]:
+        """Until the cell database says ``want`` (for those nodes).
+
+        Every reading along the way is checked for duplicate rows.
+        """
+        last: dict[str, dict[str, str]] = {}
+
+        def check() -> bool:
+            db = self.db_division()
+            last['db'] = db
+            return all(db.get(n) == h for n, h in want.items())
+
+        try:
+            processes.wait_for(what, check, timeout, interval=0.5,
+                               alive=self.running_computes())
+        except processes.Timeout as e:
+            raise AssertionError('%s\nwanted %s\ncell DB %s' % (
+                e, sorted(want.items()), sorted(last.get('db', {}).items()))
+            ) from e
+        return last['db']
+
+    def running_computes(self) -> list[processes.Process]:
+        return [c.process for c in self.dep.computes.values()
+                if c.process.running()]
+
+    def wait_up(self, host: str, state: str = 'up',
+                timeout: float = 90) -> float:
+        started = time.monotonic()
+        processes.wait_for(
+            'nova-compute %s to be %s in os-services' % (host, state),
+            lambda: self.nova.services()[host]['state'] == state, timeout,
+            interval=0.25)
+        return time.monotonic() - started
+
+    def boot(self, name: str, **extra: Any) -> str:
+        server_id = self.nova.boot(name, self.flavor, self.dep.image_id,
+                                   **extra)
+        self.servers[name] = server_id
+        return server_id
+
+    def wait_active(self, server_id: str) -> dict[str, Any]:
+        def active() -> dict[str, Any] | None:
+            s = self.nova.server(server_id)
+            if s['status'] == 'ERROR':
+                raise AssertionError('server %s went to ERROR: %s' % (
+                    server_id, s.get('fault')))
+            return s if s['status'] == 'ACTIVE' else None
+
+        return processes.wait_for('server %s to be ACTIVE' % server_id,
+                                  active, BOOT_TIMEOUT)
+
+    def delete(self, name: str) -> str:
+        server_id = self.servers.pop(name)
+        node = self.nova.server(server_id)[
+            'OS-EXT-SRV-ATTR:hypervisor_hostname']
+        self.nova.delete_server(server_id)
+        processes.wait_for('server %s to be deleted' % server_id,
+                           lambda: not self.nova.server_exists(server_id),
+                           BOOT_TIMEOUT)
+        return node
+
+    def log_lines(self, host: str, pattern: str, since: int = 0) -> list[str]:
+        text = self.compute(host).process.log_text(since)
+        return [line for line in text.splitlines()
+                if re.search(pattern, line)]
+
+    def wait_log(self, host: str, pattern: str, since: int,
+                 count: int = 1, timeout: float = 60) -> list[str]:
+        """Until the log of ``host`` has ``count`` lines matching."""
+        return processes.wait_for(
+            '%d line(s) matching %r in the log of %s'
+            % (count, pattern, host),
+            lambda: (lines if len(lines := self.log_lines(
+                host, pattern, since)) >= count else None),
+            timeout, interval=0.25, alive=[self.compute(host).process])
+
+    def periods(self, host: str, since: int, count: int = 2) -> None:
+        """Until ``host`` ran ``count`` divisions (one per period)."""
+        self.wait_log(host, r'Managing \d+ Ironic nodes', since, count,
+                      timeout=count * PERIOD + 60)
+
+
+def assert_servers_untouched(env: Env,
+                             hosts: Mapping[str, str] | None = None) -> None:
+    """Every server ACTIVE and running, on its host, nobody stopped one.
+
+    ``hosts`` maps server ids to the host they must still be on.
+    """
+    for name, server_id in env.servers.items():
+        s = env.nova.server(server_id)
+        state = (s['status'], s['OS-EXT-STS:power_state'],
+                 s['OS-EXT-STS:task_state'])
+        assert state == ('ACTIVE', 1, None), (name, state)
+        if hosts is not None and server_id in hosts:
+            assert s['OS-EXT-SRV-ATTR:host'] == hosts[server_id], name
+    for host in HOSTS:
+        stopped = env.log_lines(host, 'Instance shutdown by itself')
+        assert not stopped, stopped
+
+
+def assert_one_row_per_node(rows: list[dict[str, Any]]) -> None:
+    counts = collections.Counter(r['hypervisor_hostname'] for r in rows)
+    dupes = {n: [r['host'] for r in rows if r['hypervisor_hostname'] == n]
+             for n, c in counts.items() if c > 1}
+    assert not dupes, 'nodes with several live compute_nodes rows: %s' % (
+        dupes)
+    wrong = [r for r in rows if r['uuid'] != r['hypervisor_hostname']]
+    assert not wrong, 'compute node uuid is not the node uuid: %s' % wrong
+
+
+def assert_one_provider_per_node(env: Env) -> None:
+    providers = env.dep.placement.providers()
+    names = collections.Counter(p['name'] for p in providers)
+    assert {n: c for n, c in names.items() if c > 1} == {}
+    assert {p['uuid'] for p in providers} == env.all_nodes
+    assert all(p['uuid'] == p['name'] for p in providers)
+    for p in providers:
+        inventory = env.dep.placement.inventories(p['uuid'])
+        assert inventory['CUSTOM_BAREMETAL']['total'] == 1, (p, inventory)
+
+
+# The deployment ------------------------------------------------------------
+
+def _interrupt(signo: int, frame: Any) -> None:
+    raise KeyboardInterrupt('SIGTERM')
+
+
+@pytest.fixture(scope='module')
+def env(request: pytest.FixtureRequest, figures: list[str],
+        outcomes: dict[str, str]) -> Iterator[Env]:
+    """One deployment for the module.
+
+    Its run directory is kept (and named) if a test failed or did not
+    finish, or if ``NIM_E2E_KEEP`` is set; removed otherwise.
+    """
+    root = os.environ.get('NIM_E2E_RUN_ROOT') or tempfile.gettempdir()
+    run_dir = tempfile.mkdtemp(prefix='nim-e2e-', dir=root)
+    plan = make_plan()
+    dep = deployment.Deployment(run_dir, SPECS, plan.nodes)
+    started = time.monotonic()
+    up = False
+    # A CI time-out's SIGTERM must still stop every process and drop every
+    # database: as KeyboardInterrupt, pytest runs the finalisers.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        dep.start()
+        up = True
+        figures.append('deployment up in %.1fs (%s)' % (
+            time.monotonic() - started,
+            ', '.join('%s %.1fs' % kv for kv in dep.timings.items())))
+        if dep.reaped:
+            figures.append('reaped what dead runs left: %s'
+                           % ', '.join(dep.reaped))
+        yield Env(dep, plan)
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)   # finish cleaning
+        problems = dep.stop()
+        signal.signal(signal.SIGTERM, previous)
+        mine = [i.nodeid for i in request.session.items
+                if getattr(i, 'module', None) is request.module]
+        failed = (not up or problems or
+                  any(outcomes.get(n) not in ('passed', 'skipped')
+                      for n in mine))
+        if failed or os.environ.get('NIM_E2E_KEEP'):
+            note = 'run directory kept: %s (logs in %s/logs)' % (
+                run_dir, run_dir)
+            if problems:
+                note += '; clean-up failed: %s' % problems
+            figures.append(note)
+            sys.stderr.write('\n' + note + '\n')
+        else:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        # Never hide the error that brought us here behind this one.
+        if sys.exc_info()[0] is None:
+            assert not problems, 'clean-up failed: %s' % problems
+
+
+# a. Boot ---------------------------------------------------------------
+
+def test_a_servers_boot_active_on_distinct_nodes(env: Env) -> None:
+    env.wait_division({**share(G1_HOSTS, env.plan.g1),
+                       **share(['host3'], env.plan.g2)},
+                      'the initial division in the cell database')
+    assert_one_provider_per_node(env)
+    env.flavor = env.nova.create_flavor('baremetal', BAREMETAL_FLAVOR)
+    wanted_host = {'on-host1': 'host1', 'on-host2': 'host2',
+                   'on-host3': 'host3'}
+    env.boot('on-host1', host='host1', hypervisor_hostname=env.plan.node_a)
+    env.boot('on-host2', host='host2', hypervisor_hostname=env.plan.node_b)
+    env.boot('on-host3', host='host3')
+    env.boot('anywhere')
+
+    servers = {name: env.wait_active(sid)
+               for name, sid in env.servers.items()}
+
+    nodes = {name: s['OS-EXT-SRV-ATTR:hypervisor_hostname']
+             for name, s in servers.items()}
+    assert len(set(nodes.values())) == len(servers), nodes
+    assert nodes['on-host1'] == env.plan.node_a
+    assert nodes['on-host2'] == env.plan.node_b
+    assert nodes['on-host3'] in env.plan.g2
+    assert_servers_untouched(env)
+    for name, s in servers.items():
+        host = s['OS-EXT-SRV-ATTR:host']
+        if name in wanted_host:
+            assert host == wanted_host[name], (name, host)
+        node = env.ironic.node.get(nodes[name])
+        assert node.instance_uuid == s['id'], (name, node.instance_uuid)
+        assert node.provision_state == 'active', (name, node)
+        assert env.dep.cell.instance_host(s['id']) == (host, nodes[name])
+        # The compute node that holds it belongs to the same host.
+        assert env.db_division()[nodes[name]] == host
+
+
+# b. A compute dies -------------------------------------------------------
+
+def test_b_killed_compute_free_nodes_move_to_its_peer(
+        env: Env, figures: list[str]) -> None:
+    before = env.db_division()
+    busy = env.busy()
+    hosts = {sid: env.nova.server(sid)['OS-EXT-SRV-ATTR:host']
+             for sid in env.servers.values()}
+    host2_free = {n for n, h in before.items()
+                  if h == 'host2' and n not in busy}
+    assert host2_free, 'host2 has no free node to take over: %s' % before
+    host2 = env.compute('host2').process
+
+    killed = time.monotonic()
+    host2.signal(signal.SIGKILL)
+    marks: dict[str, float] = {}
+
+    def progress() -> bool:
+        now = time.monotonic() - killed
+        if ('down' not in marks and
+                env.nova.services()['host2']['state'] == 'down'):
+            marks['down'] = now
+        db = env.db_division()
+        if 'takeover' not in marks and all(db.get(n) == 'host1'
+                                           for n in host2_free):
+            marks['takeover'] = now
+        return len(marks) == 2
+
+    processes.wait_for('nova to mark host2 down and host1 to report its '
+                       'free nodes %s' % sorted(host2_free), progress,
+                       TAKEOVER_TIMEOUT, interval=0.25,
+                       alive=[env.compute('host1').process])
+    assert host2.wait(10) == -signal.SIGKILL
+    line = ('kill -9 host2 (%d free nodes): nova marked it down after '
+            '%.1fs, host1 reported all of them after %.1fs '
+            '(service_down_time %ds, resource period %ds)'
+            % (len(host2_free), marks['down'], marks['takeover'],
+               deployment.SERVICE_DOWN_TIME, PERIOD))
+    figures.append(line)
+    print(line)
+
+    after = env.db_division()
+    # The nodes of host2's instances stay with host2; nothing else moved.
+    for node, host in before.items():
+        if node not in host2_free:
+            assert after[node] == host, (node, host, after[node])
+    assert_servers_untouched(env, hosts)
+    assert env.busy() == busy
+    for node in busy:
+        assert env.ironic.node.get(node).provision_state == 'active'
+    assert_one_provider_per_node(env)
+
+
+# c. It comes back --------------------------------------------------------
+
+def test_c_restarted_compute_takes_its_share_back_without_duplicates(
+        env: Env, figures: list[str]) -> None:
+    host2 = env.compute('host2')
+    restarted = time.monotonic()
+    host2.start()
+    env.wait_up('host2')
+    want = {**env.expected(G1_HOSTS, env.plan.g1),
+            **env.expected(['host3'], env.plan.g2)}
+    env.wait_division(want, 'host2 to take its share of g1 back')
+    figures.append('host2 restarted: its share back after %.1fs'
+                   % (time.monotonic() - restarted))
+    # Stable over two more periods of every host, still no duplicates.
+    marks = {h: env.compute(h).process.log_size() for h in HOSTS}
+    for h in HOSTS:
+        env.periods(h, marks[h])
+    assert env.db_division() == want
+    assert_one_provider_per_node(env)
+    # Its power-state sync ran at start-up and found them running.
+    assert_servers_untouched(env)
+
+    # A server deleted after the rebalance frees its node everywhere.
+    node = env.delete('anywhere')
+    ironic_node = env.ironic.node.get(node)
+    assert ironic_node.instance_uuid is None
+    assert ironic_node.provision_state == 'available'
+    assert len(env.rows()) == len(env.all_nodes)
+
+
+# d. SIGHUP and SIGTERM -------------------------------------------------
+
+def test_d1_sighup_moves_host3_from_g2_to_g1_in_eventlet_mode(
+        env: Env, figures: list[str]) -> None:
+    assert env.compute('host3').mode == 'eventlet'
+    before = env.db_division()
+    g2_rows = {n: h for n, h in before.items() if n in env.plan.g2}
+    marks = {h: env.compute(h).process.log_size() for h in HOSTS}
+    providers = {p['uuid'] for p in env.dep.placement.providers()}
+
+    # The peers first: they stop claiming host3's future share...
+    for host in G1_HOSTS:
+        env.compute(host).reconfigure(peer_list=ALL_PEERS)
+        env.compute(host).sighup()
+    for host in G1_HOSTS:
+        env.wait_log(host, r'Partition changed from .*host3', marks[host])
+    # ...then host3 switches group.
+    host3 = env.compute('host3')
+    host3.reconfigure(partition_key='g1', peer_list=ALL_PEERS)
+    host3.sighup()
+
+    want = env.expected(HOSTS, env.plan.g1)
+    assert 'host3' in want.values(), want
+    env.wait_division(want, 'g1 divided between host1, host2 and host3')
+
+    # host3's g2 compute nodes are kept (Ironic still has the nodes), and
+    # its server there is untouched.
+    after = env.db_division()
+    assert {n: after.get(n) for n in g2_rows} == g2_rows
+    assert {p['uuid'] for p in env.dep.placement.providers()} == providers
+    for node in g2_rows:
+        env.wait_log('host3', 'Found orphan compute node .* hypervisor host '
+                     'is %s, .* We are not deleting this as the driver says '
+                     'this node has not been deleted' % node, marks['host3'],
+                     timeout=2 * PERIOD + 60)
+    on_host3 = env.nova.server(env.servers['on-host3'])
+    assert on_host3['status'] == 'ACTIVE'
+    assert env.ironic.node.get(
+        on_host3['OS-EXT-SRV-ATTR:hypervisor_hostname']
+    ).instance_uuid == on_host3['id']
+    for host in HOSTS:
+        assert env.compute(host).process.running(), host
+    assert {h: s['state'] for h, s in env.nova.services().items()} == {
+        h: 'up' for h in HOSTS}
+    assert_servers_untouched(env)
+
+    # The logs say what happened, in each concurrency mode.
+    evidence = {
+        'host3': env.wait_log('host3', r'Caught SIGHUP|Option ironic_multi'
+                              r'\.\w+ changed from|Partition changed from',
+                              marks['host3'], count=4),
+        'host1': env.wait_log('host1', r'SIGHUP received|Option ironic_'
+                              r'multi\.\w+ changed from|Partition changed '
+                              r'from', marks['host1'], count=3),
+    }
+    text3 = '\n'.join(evidence['host3'])
+    assert 'Caught SIGHUP, handling' in text3
+    assert ('Option ironic_multi.partition_key changed from [g2] to [g1]'
+            in text3)
+    assert 'Option ironic_multi.peer_list changed from' in text3
+    text1 = '\n'.join(evidence['host1'])
+    assert 'SIGHUP received: re-reading the configuration files' in text1
+    assert 'Option ironic_multi.peer_list changed from' in text1
+    for host, lines in evidence.items():
+        figures.append('SIGHUP reload on %s (%s mode):' % (
+            host, env.compute(host).mode))
+        figures.extend('    ' + line for line in lines)
+
+    # The server host3 left on g2 is still its own: it can be deleted, and
+    # Ironic frees the node.
+    node = env.delete('on-host3')
+    freed = env.ironic.node.get(node)
+    assert (freed.instance_uuid, freed.provision_state) == (None,
+                                                            'available')
+
+
+class DeployedOutsideScope(AssertionError):
+    """A compute deployed a node outside its scope."""
+
+
+def test_d1_node_outside_every_scope_is_not_deployed(env: Env) -> None:
+    # After the move nobody serves g2, but its compute nodes are kept, so
+    # nova can still schedule there and sends the build to host3, whose
+    # scope is g1 now. host3 must refuse the node, not deploy it.
+    # A g2 node nova still offers: free, and not reserved in placement
+    # (nodes freed after the move keep the reservation host3 last set).
+    busy = env.busy()
+    free_g2 = sorted(
+        n for n in env.plan.g2 if n not in busy and
+        env.dep.placement.inventories(n)['CUSTOM_BAREMETAL']['reserved'] == 0)
+    assert free_g2, busy
+    server_id = env.boot('on-g2-after-move', hypervisor_hostname=free_g2[0])
+    try:
+        server = processes.wait_for(
+            'server %s to be ACTIVE or ERROR' % server_id,
+            lambda: (s if (s := env.nova.server(server_id))['status'] in
+                     ('ACTIVE', 'ERROR') else None), BOOT_TIMEOUT)
+        node = env.ironic.node.get(free_g2[0])
+        if server['status'] == 'ACTIVE' or node.instance_uuid is not None:
+            raise DeployedOutsideScope(
+                'host3 (scope g1) deployed g2 node %s for server %s (%s)'
+                % (node.uuid, server_id, server['status']))
+        assert server['status'] == 'ERROR'
+    finally:
+        env.delete('on-g2-after-move')
+
+
+def test_d2_bad_sighup_keeps_threading_host_and_its_configuration(
+        env: Env, figures: list[str]) -> None:
+    host1 = env.compute('host1')
+    assert host1.mode == 'threading'
+    division = env.db_division()
+    host1_nodes = {n for n, h in division.items() if h == 'host1'}
+
+    # A value the option itself rejects.
+    mark = host1.process.log_size()
+    host1.reconfigure(partition_key='not valid!')
+    host1.sighup()
+    rejected = env.wait_log(
+        'host1', r'Reload: rejected the new value of \[ironic_multi\] '
+        r'partition_key', mark)
+    assert "keeping 'g1'" in rejected[0], rejected
+    env.periods('host1', host1.process.log_size())
+
+    # A value that is valid alone but leaves host1 out of its own peers.
+    mark = host1.process.log_size()
+    host1.reconfigure(partition_key='g1', peer_list='host2,host3')
+    host1.sighup()
+    errors = env.wait_log('host1', r'peer_list = host2,host3 does not '
+                          r'include this host .host1.', mark, count=2,
+                          timeout=2 * PERIOD + 60)
+    assert all('ERROR' in line for line in errors), errors
+
+    # Still running, still up, still managing the same nodes...
+    assert host1.process.running()
+    assert env.nova.services()['host1']['state'] == 'up'
+    assert {n for n, h in env.db_division().items()
+            if h == 'host1'} == host1_nodes
+    # ...and still answering: a server boots there and is deleted.
+    server_id = env.boot('host1-after-bad-sighup', host='host1')
+    server = env.wait_active(server_id)
+    assert server['OS-EXT-SRV-ATTR:host'] == 'host1'
+    assert server['OS-EXT-SRV-ATTR:hypervisor_hostname'] in host1_nodes
+    env.delete('host1-after-bad-sighup')
+    assert_servers_untouched(env)
+    figures.append('bad SIGHUP on host1 (threading mode):')
+    figures.extend('    ' + line for line in rejected + errors[:1])
+
+    # Putting the good file back ends the errors.
+    mark = host1.process.log_size()
+    host1.reconfigure(peer_list=ALL_PEERS)
+    host1.sighup()
+    env.wait_log('host1', r'Option ironic_multi\.peer_list changed from '
+                 r'\[host2,host3\]', mark)
+    mark = host1.process.log_size()
+    env.periods('host1', mark)
+    assert not env.log_lines('host1', 'Invalid partition options', mark)
+
+
+def test_d2_bad_sighup_keeps_eventlet_host_running(
+        env: Env, figures: list[str]) -> None:
+    # In eventlet mode oslo.service re-reads the files itself and then
+    # reads every option to log it: an unreadable value would end the
+    # process there unless the driver pinned it back.
+    host3 = env.compute('host3')
+    assert host3.mode == 'eventlet'
+    host3_nodes = {n for n, h in env.db_division().items() if h == 'host3'}
+    mark = host3.process.log_size()
+    host3.reconfigure(partition_key='not valid!')
+    host3.sighup()
+    rejected = env.wait_log(
+        'host3', r'Reload: rejected the new value of \[ironic_multi\] '
+        r'partition_key', mark)
+    assert "keeping 'g1'" in rejected[0], rejected
+    env.periods('host3', host3.process.log_size())
+    assert host3.process.running()
+    assert_servers_untouched(env)
+    assert env.nova.services()['host3']['state'] == 'up'
+    assert {n for n, h in env.db_division().items()
+            if h == 'host3'} == host3_nodes
+    assert not env.log_lines('host3', 'CRITICAL|Unhandled error', mark)
+    figures.append('bad SIGHUP on host3 (eventlet mode):')
+    figures.extend('    ' + line for line in rejected)
+
+    mark = host3.process.log_size()
+    host3.reconfigure(partition_key='g1')
+    host3.sighup()
+    env.wait_log('host3', r'Option ironic_multi\.partition_key changed '
+                 r'from \[not valid!\] to \[g1\]', mark)
+    env.periods('host3', host3.process.log_size())
+    assert host3.process.running()
+    assert_servers_untouched(env)
+
+
+def test_d3_sigterm_stops_every_compute_gracefully(
+        env: Env, figures: list[str]) -> None:
+    marks = {h: env.compute(h).process.log_size() for h in HOSTS}
+    for host in HOSTS:
+        env.compute(host).process.signal(signal.SIGTERM)
+    started = time.monotonic()
+    for host in HOSTS:
+        compute = env.compute(host)
+        status = compute.process.wait(
+            max(1.0, STOP_TIMEOUT - (time.monotonic() - started)))
+        assert status == 0, (
+            '%s (%s mode) exited with %s after SIGTERM:\n%s'
+            % (host, compute.mode, status, compute.process.tail()))
+        assert env.log_lines(host, 'nova-compute service graceful shutdown '
+                             'finished', marks[host]), compute.process.tail()
+    figures.append('SIGTERM: all three computes exited 0 within %.1fs'
+                   % (time.monotonic() - started))
