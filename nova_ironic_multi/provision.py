@@ -107,12 +107,7 @@ class Provisioner:
             nova reschedules.
         """
         node_uuid = node_uuid_of(instance)
-        try:
-            node = self._ironic.get_node(node_uuid)
-        except ironic.IronicError as e:
-            raise exception.ComputeResourcesUnavailable(
-                reason='cannot read Ironic node %s: %s' % (node_uuid, e)
-            ) from e
+        node = self._read(node_uuid, exception.ComputeResourcesUnavailable)
         if node.instance_uuid not in (None, instance.uuid):
             raise exception.ComputeResourcesUnavailable(
                 reason='Ironic node %s is used by instance %s'
