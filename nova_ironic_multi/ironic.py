@@ -194,6 +194,7 @@ class Ironic:
     # Reading nodes ------------------------------------------------------
 
     def _fields(self) -> list[str]:
+        """Every field a single node read may need."""
         fields = list(nodeinfo.FIELDS)
         if self.version >= SHARD_VERSION:
             fields.append(nodeinfo.SHARD_FIELD)
@@ -204,14 +205,17 @@ class Ironic:
 
         Pages until Ironic returns an empty page, so the page size is
         whatever Ironic's ``[api] max_limit`` allows; duplicates (pages
-        shifting under concurrent changes) are dropped. Scope is only a
-        request here: the caller re-checks every node.
+        shifting under concurrent changes) are dropped. Only the fields a
+        period needs are asked for: Ironic's time to serve them bounds the
+        refresh. Scope is only a request here: the caller re-checks every
+        node.
 
         :raises VersionNotSupported: the scope needs a filter Ironic lacks;
             managing every node instead would be wrong, so nothing is
             listed.
         """
-        filters: dict[str, Any] = {}
+        filters: dict[str, Any] = {
+            'fields': nodeinfo.listing_fields(scope)}
         if scope.conductor_group is not None:
             filters['conductor_group'] = scope.conductor_group
         if scope.shard is not None:
@@ -221,14 +225,13 @@ class Ironic:
                     'refusing to manage nodes of every shard instead.'
                     % (self.version + SHARD_VERSION))
             filters['shards'] = [scope.shard]
-        fields = self._fields()
         seen: set[str] = set()
         found: list[nodeinfo.NodeInfo] = []
         marker = None
         while True:
             # limit=None: exactly one request, never a followed "next".
             page = self._call('list', 'list', retry=False, marker=marker,
-                              limit=None, fields=fields, **filters)
+                              limit=None, **filters)
             if not page:
                 return found
             for node in page:

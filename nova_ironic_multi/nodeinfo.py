@@ -25,13 +25,27 @@ from typing import Any
 
 from nova_ironic_multi import states
 
-#: The node fields every listing and read asks Ironic for.
+#: The node fields a single node read asks Ironic for.
 FIELDS = ('uuid', 'instance_uuid', 'power_state', 'target_power_state',
           'provision_state', 'target_provision_state', 'maintenance',
           'resource_class', 'conductor_group', 'traits', 'properties',
           'last_error')
 #: Needs microversion 1.82.
 SHARD_FIELD = 'shard'
+#: What the periodic listing asks for: what ownership and the resource
+#: tracker read. Every field costs Ironic time on every node.
+LISTING_FIELDS = ('uuid', 'instance_uuid', 'power_state', 'provision_state',
+                  'maintenance', 'resource_class', 'traits', 'properties')
+
+
+def listing_fields(scope: Any) -> list[str]:
+    """The listing's fields, plus what checking ``scope`` needs."""
+    fields = list(LISTING_FIELDS)
+    if scope.conductor_group is not None:
+        fields.append('conductor_group')
+    if scope.shard is not None:
+        fields.append(SHARD_FIELD)
+    return fields
 #: Node properties the driver reads (resources, scheduling stats).
 PROPERTIES = ('cpu_arch', 'capabilities', 'cpus', 'memory_mb', 'local_gb')
 

@@ -36,7 +36,10 @@ class Node:
 
 
 class FakeNodeManager:
-    """Answers list() like Ironic with pages of ``page`` nodes."""
+    """Answers list() like Ironic with pages of ``page`` nodes.
+
+    Markers are positions in creation order, as in Ironic.
+    """
 
     def __init__(self, nodes: list[Node], page: int) -> None:
         self.nodes = nodes
@@ -51,9 +54,8 @@ class FakeNodeManager:
         return self.nodes[start:start + self.page]
 
 
-def make(nodes: list[Node], page: int,
-         version: tuple[int, int] = (1, 115)) -> tuple[ironic.Ironic,
-                                                       FakeNodeManager]:
+def make(nodes: list[Node], page: int, version: tuple[int, int] = (1, 115)
+         ) -> tuple[ironic.Ironic, FakeNodeManager]:
     client = ironic.Ironic(connection_conf())
     manager = FakeNodeManager(nodes, page)
     client._client, client._version = mock.Mock(node=manager), version
@@ -73,8 +75,9 @@ def test_pages_with_markers_and_filters_on_every_request() -> None:
         assert call['limit'] is None
         assert call['conductor_group'] == 'rack-a'
         assert call['shards'] == ['s1']
-        assert 'shard' in call['fields']
-        assert set(nodeinfo.FIELDS) <= set(call['fields'])
+        # Only what a period reads, and what checking the scope needs.
+        assert sorted(call['fields']) == sorted(
+            nodeinfo.LISTING_FIELDS + ('conductor_group', 'shard'))
     assert client.requests['list'] == 4
 
 
@@ -103,6 +106,11 @@ def test_shard_scope_on_an_old_ironic_is_refused_not_widened() -> None:
     # Without a shard scope the old Ironic is fine, and no shard field.
     client.list_nodes(partition.Scope(conductor_group=''))
     assert 'shard' not in manager.list_calls[0]['fields']
+    assert 'conductor_group' in manager.list_calls[0]['fields']
+    # No scope at all: neither field, Ironic need not serialise them.
+    client.list_nodes(partition.Scope())
+    assert set(manager.list_calls[-1]['fields']) == set(
+        nodeinfo.LISTING_FIELDS)
 
 
 def test_a_locked_node_is_retried_as_nova_configures() -> None:
