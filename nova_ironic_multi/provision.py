@@ -318,7 +318,8 @@ class Provisioner:
             self._ironic.set_provision_state(node.uuid, states.DELETED)
         except ironic.BadRequest as e:
             # Possibly already on its way down; only fail if it is not.
-            current = self._ironic.get_node(node.uuid)
+            current = self._read(node.uuid,
+                                 exception.InstanceTerminationFailure)
             if (current.provision_state not in states.TEARING_DOWN and
                     current.provision_state not in states.UNPROVISIONED):
                 raise exception.InstanceTerminationFailure(
