@@ -46,6 +46,8 @@ def listing_fields(scope: Any) -> list[str]:
     if scope.shard is not None:
         fields.append(SHARD_FIELD)
     return fields
+
+
 #: Node properties the driver reads (resources, scheduling stats).
 PROPERTIES = ('cpu_arch', 'capabilities', 'cpus', 'memory_mb', 'local_gb')
 

@@ -278,6 +278,24 @@ class Env:
                       timeout=count * PERIOD + 60)
 
 
+def send_unreadable_partition_key(env: Env, host: str) -> list[str]:
+    """SIGHUP ``host`` with a partition_key the option rejects.
+
+    Waits for the rejection (the old value, g1, kept) and two more
+    periods; returns the rejection's log lines.
+    """
+    compute = env.compute(host)
+    mark = compute.process.log_size()
+    compute.reconfigure(partition_key='not valid!')
+    compute.sighup()
+    rejected = env.wait_log(
+        host, r'Reload: rejected the new value of \[ironic_multi\] '
+        r'partition_key', mark)
+    assert "keeping 'g1'" in rejected[0], rejected
+    env.periods(host, compute.process.log_size())
+    return rejected
+
+
 def assert_servers_untouched(env: Env,
                              hosts: Mapping[str, str] | None = None) -> None:
     """Every server ACTIVE and running, on its host, nobody stopped one.
@@ -608,14 +626,7 @@ def test_d2_bad_sighup_keeps_threading_host_and_its_configuration(
     host1_nodes = {n for n, h in division.items() if h == 'host1'}
 
     # A value the option itself rejects.
-    mark = host1.process.log_size()
-    host1.reconfigure(partition_key='not valid!')
-    host1.sighup()
-    rejected = env.wait_log(
-        'host1', r'Reload: rejected the new value of \[ironic_multi\] '
-        r'partition_key', mark)
-    assert "keeping 'g1'" in rejected[0], rejected
-    env.periods('host1', host1.process.log_size())
+    rejected = send_unreadable_partition_key(env, 'host1')
 
     # A value that is valid alone but leaves host1 out of its own peers.
     mark = host1.process.log_size()
@@ -660,14 +671,7 @@ def test_d2_bad_sighup_keeps_eventlet_host_running(
     host3 = env.compute('host3')
     assert host3.mode == 'eventlet'
     host3_nodes = {n for n, h in env.db_division().items() if h == 'host3'}
-    mark = host3.process.log_size()
-    host3.reconfigure(partition_key='not valid!')
-    host3.sighup()
-    rejected = env.wait_log(
-        'host3', r'Reload: rejected the new value of \[ironic_multi\] '
-        r'partition_key', mark)
-    assert "keeping 'g1'" in rejected[0], rejected
-    env.periods('host3', host3.process.log_size())
+    rejected = send_unreadable_partition_key(env, 'host3')
     assert host3.process.running()
     assert_servers_untouched(env)
     assert env.nova.services()['host3']['state'] == 'up'
