@@ -671,6 +671,7 @@ def test_d2_bad_sighup_keeps_eventlet_host_running(
     host3 = env.compute('host3')
     assert host3.mode == 'eventlet'
     host3_nodes = {n for n, h in env.db_division().items() if h == 'host3'}
+    mark = host3.process.log_size()
     rejected = send_unreadable_partition_key(env, 'host3')
     assert host3.process.running()
     assert_servers_untouched(env)
