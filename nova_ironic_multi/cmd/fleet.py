@@ -143,7 +143,8 @@ def gather(conf: cfg.ConfigOpts) -> Fleet:
                 sg_membership.counts(svc, part, api)):
             live.add(name)
     if part.membership_driver not in ('servicegroup', 'static'):
-        plugin = membership.load(part.membership_driver, conf, OBSERVER)
+        plugin = membership.load(part.membership_driver, conf, OBSERVER,
+                                 observer=True)
         try:
             live = set(plugin.observe(part))
         finally:

@@ -22,9 +22,13 @@ Membership = base.Membership
 MembershipUnavailable = base.MembershipUnavailable
 
 
-def load(name: str, conf: cfg.ConfigOpts, host: str) -> Membership:
-    """Build the named membership plugin for ``host``."""
+def load(name: str, conf: cfg.ConfigOpts, host: str,
+         observer: bool = False) -> Membership:
+    """Build the named membership plugin for ``host``.
+
+    An ``observer`` (the CLI) reads the peers without ever joining them.
+    """
     cls = loader.plugin(loader.MEMBERSHIP_NAMESPACE, name,
                         '[ironic_multi] membership_driver')
-    plugin: Membership = cls(conf, host)
+    plugin: Membership = cls(conf, host, observer=observer)
     return plugin

@@ -38,10 +38,13 @@ class Membership(abc.ABC):
     #: The name the plugin is registered under.
     name: str = ''
 
-    def __init__(self, conf: cfg.ConfigOpts, host: str) -> None:
+    def __init__(self, conf: cfg.ConfigOpts, host: str,
+                 observer: bool = False) -> None:
         #: This service's host name as nova knows it (original case).
         self.host = host
         self.conf = conf
+        #: Only looking (the CLI): never become a member others can see.
+        self.observer = observer
 
     def start(self) -> None:  # noqa: B027 - optional hook
         """Begin taking part (join groups, start heartbeats)."""

@@ -127,14 +127,16 @@ class ToozMembership(base.Membership):
                     coordinator.start(start_heart=False)
                 coordinator.heartbeat()
                 want = self._want
-                if want is not None and want != joined:
+                if (want is not None and want != joined and
+                        not self.observer):
                     self._join(coordinator, joined, want)
                     joined = want
-                if joined is not None:
+                group = want if self.observer else joined
+                if group is not None:
                     members = coordinator.get_members(
-                        joined.encode('utf-8')).get()
+                        group.encode('utf-8')).get()
                     self._reading = Reading(
-                        joined, time.monotonic(),
+                        group, time.monotonic(),
                         frozenset(m.decode('utf-8').lower()
                                   for m in members))
             except Exception as e:

@@ -104,6 +104,17 @@ class ToozMembershipTest(test.TestCase):
         two.live_peers(self.part('host2'))
         self.wait_for(one, self.part('Host1'), {'host1', 'host2'})
 
+    def test_an_observer_reads_the_group_but_never_joins_it(self) -> None:
+        # The CLI looks with observer=True: a member it joined would be
+        # handed nodes by every service during that moment.
+        one = self.member('host1')
+        one.live_peers(self.part('host1'))
+        cli = membership.load('tooz', CONF, 'cli', observer=True)
+        self.plugins.append(cli)
+        self.assertEqual({'host1'}, set(cli.observe(self.part('cli'))))
+        time.sleep(0.5)   # several heartbeat intervals of the observer
+        self.assertEqual({'host1'}, set(one.observe(self.part('host1'))))
+
     def test_a_killed_member_leaves_within_the_member_timeout(self) -> None:
         one = self.member('host1')
         # host2 is a separate process, killed with SIGKILL: no goodbye.
