@@ -29,18 +29,11 @@ from nova.virt import configdrive as nova_configdrive
 from nova.virt import netutils
 
 from nova_ironic_multi import ironic
+from nova_ironic_multi import vifs
 
 
 def required(instance: Any) -> bool:
     return bool(nova_configdrive.required_by(instance))
-
-
-def _vif_of(port: Any) -> str | None:
-    internal = getattr(port, 'internal_info', None) or {}
-    extra = getattr(port, 'extra', None) or {}
-    vif: str | None = (internal.get('tenant_vif_port_id') or
-                       extra.get('vif_port_id'))
-    return vif
 
 
 def network_metadata(client: ironic.Ironic, node_uuid: str,
@@ -58,8 +51,8 @@ def network_metadata(client: ironic.Ironic, node_uuid: str,
         return None
     ports = client.ports(node_uuid)
     groups = client.portgroups(node_uuid)
-    by_vif_port = {v: p for p in ports if (v := _vif_of(p))}
-    by_vif_group = {v: g for g in groups if (v := _vif_of(g))}
+    by_vif_port = {v: p for p in ports if (v := vifs.vif_of(p))}
+    by_vif_group = {v: g for g in groups if (v := vifs.vif_of(g))}
     extra_links = []
     for link in metadata['links']:
         vif = link['vif_id']

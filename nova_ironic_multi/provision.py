@@ -166,12 +166,13 @@ class Provisioner:
                           'it: %(error)s', {'node': node_uuid, 'error': e},
                           instance=instance)
                 try:
+                    # (Refreshes the cached node when it succeeds.)
                     self.teardown(instance, network_info)
                 except Exception:
                     LOG.exception('Undoing the failed deploy on node %s '
                                   'failed too', node_uuid, instance=instance)
-        finally:
-            self._remember(node_uuid)
+                    self._remember(node_uuid)
+        self._remember(node_uuid)
         LOG.info('Deployed on Ironic node %(node)s', {'node': node_uuid},
                  instance=instance)
 
@@ -200,17 +201,33 @@ class Provisioner:
             instance.default_ephemeral_device = '/dev/sda1'
             instance.save()
         self._validate(node.uuid)
-        drive = None
-        if configdrive.required(instance):
-            drive = configdrive.build(self._ironic, instance, node.uuid,
-                                      network_info, admin_password,
-                                      injected_files)
-            LOG.info('Config drive for node %s built', node.uuid,
-                     instance=instance)
+        drive = self._config_drive(instance, node.uuid, network_info,
+                                   admin_password, injected_files)
         self._call(instance, 'requesting the deploy',
                    self._ironic.set_provision_state, node.uuid,
                    states.ACTIVE, configdrive=drive)
         self._wait_active(instance, 'deploy')
+
+    def _config_drive(self, instance: Any, node_uuid: str,
+                      network_info: Any, admin_password: str | None,
+                      injected_files: Any) -> bytes | None:
+        """The instance's config drive, if it needs one.
+
+        :raises nova.exception.InstanceDeployFailure: it cannot be built.
+        """
+        if not configdrive.required(instance):
+            return None
+        try:
+            drive = configdrive.build(self._ironic, instance, node_uuid,
+                                      network_info, admin_password,
+                                      injected_files)
+        except Exception as e:
+            raise exception.InstanceDeployFailure(
+                reason='failed to build the config drive for node %s: %s'
+                % (node_uuid, e)) from e
+        LOG.info('Config drive for node %s built', node_uuid,
+                 instance=instance)
+        return drive
 
     @staticmethod
     def _call(instance: Any, what: str, fn: Any, node_uuid: str,
@@ -351,7 +368,12 @@ class Provisioner:
                 node.provision_state in (states.AVAILABLE,
                                          states.MANAGEABLE)):
             # Ironic normally clears this itself; never while cleaning.
-            self._ironic.release(node_uuid)
+            try:
+                self._ironic.release(node_uuid)
+            except ironic.IronicError as e:
+                raise exception.InstanceTerminationFailure(
+                    reason='cannot release Ironic node %s: %s'
+                    % (node_uuid, e)) from e
 
     def _unreserve(self, instance: Any, node: nodeinfo.NodeInfo,
                    network_info: Any) -> None:
@@ -359,7 +381,8 @@ class Provisioner:
             volumes.remove_targets(self._ironic, node.uuid)
             vifs.unplug(self._ironic, node.uuid, network_info)
             self._ironic.release(node.uuid)
-        except ironic.IronicError as e:
+        except (ironic.IronicError,
+                exception.VirtualInterfaceUnplugException) as e:
             raise exception.InstanceTerminationFailure(
                 reason='cannot release Ironic node %s: %s' % (node.uuid, e)
             ) from e
@@ -380,16 +403,8 @@ class Provisioner:
             ephemeral_format=self._conf.default_ephemeral_format)
         self._call(instance, 'writing instance_info', self._ironic.patch,
                    node_uuid, patch)
-        drive = None
-        if configdrive.required(instance):
-            try:
-                drive = configdrive.build(self._ironic, instance, node_uuid,
-                                          network_info, admin_password,
-                                          injected_files)
-            except Exception as e:
-                raise exception.InstanceDeployFailure(
-                    reason='failed to build the config drive: %s' % e
-                ) from e
+        drive = self._config_drive(instance, node_uuid, network_info,
+                                   admin_password, injected_files)
         self._call(instance, 'requesting the rebuild',
                    self._ironic.set_provision_state, node_uuid,
                    states.REBUILD, configdrive=drive)
@@ -427,11 +442,12 @@ class Provisioner:
         try:
             self._wait('the %s of node %s' % (verb, node_uuid),
                        'rescue_timeout',
-                       lambda: self.instance_node(instance), done)
+                       lambda: self._ironic.get_node(node_uuid), done)
         except waits.Timeout as e:
             raise error(reason=str(e)) from e
-        except exception.InstanceNotFound as e:
-            raise error(reason=str(e)) from e
+        except ironic.IronicError as e:
+            raise error(reason='cannot follow the %s of node %s: %s'
+                        % (verb, node_uuid, e)) from e
         self._remember(node_uuid)
         LOG.info('%(verb)s of Ironic node %(node)s done',
                  {'verb': verb.capitalize(), 'node': node_uuid},

@@ -28,6 +28,15 @@ def _ids(network_info: Iterable[Any] | None) -> list[str]:
     return [str(vif['id']) for vif in (network_info or [])]
 
 
+def vif_of(port: Any) -> str | None:
+    """The VIF attached to an Ironic port or port group, if any."""
+    internal = getattr(port, 'internal_info', None) or {}
+    extra = getattr(port, 'extra', None) or {}
+    vif: str | None = (internal.get('tenant_vif_port_id') or
+                       extra.get('vif_port_id'))
+    return vif
+
+
 def plug(client: ironic.Ironic, node_uuid: str,
          network_info: Iterable[Any] | None) -> None:
     """Attach every VIF; one already attached (409) is fine.
@@ -48,10 +57,17 @@ def plug(client: ironic.Ironic, node_uuid: str,
 
 def unplug(client: ironic.Ironic, node_uuid: str,
            network_info: Iterable[Any] | None) -> None:
-    """Detach every VIF; one not attached (400) is fine."""
+    """Detach every VIF; one not attached (400) is fine.
+
+    :raises nova.exception.VirtualInterfaceUnplugException: Ironic failed.
+    """
     for vif in _ids(network_info):
         try:
             client.vif_detach(node_uuid, vif)
         except ironic.BadRequest:
             LOG.debug('VIF %(vif)s is not attached to node %(node)s',
                       {'vif': vif, 'node': node_uuid})
+        except ironic.IronicError as e:
+            raise exception.VirtualInterfaceUnplugException(
+                reason='cannot detach VIF %s from node %s: %s'
+                % (vif, node_uuid, e)) from e

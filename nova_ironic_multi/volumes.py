@@ -22,6 +22,7 @@ from oslo_log import log as logging
 from oslo_serialization import jsonutils
 
 from nova_ironic_multi import ironic
+from nova_ironic_multi import vifs
 
 LOG = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ def add_targets(client: ironic.Ironic, node_uuid: str,
                 block_device_info: Any) -> None:
     """Record each attached volume on the node as a volume target.
 
-    :raises nova.exception.InstanceDeployFailure: Ironic refused one.
+    :raises nova.exception.InstanceDeployFailure: Ironic refused or failed.
     """
     for bdm in virt_driver.block_device_info_get_mapping(block_device_info):
         if not bdm.is_volume:
@@ -48,7 +49,7 @@ def add_targets(client: ironic.Ironic, node_uuid: str,
                 properties=info['data'],
                 boot_index=bdm._bdm_obj.boot_index,
                 volume_id=bdm._bdm_obj.volume_id)
-        except (ironic.BadRequest, ironic.Conflict) as e:
+        except ironic.IronicError as e:
             raise exception.InstanceDeployFailure(
                 reason='cannot add volume target of volume %s to node %s: '
                 '%s' % (bdm._bdm_obj.volume_id, node_uuid, e)) from e
@@ -73,10 +74,7 @@ def _vif_for_macs(client: ironic.Ironic, node_uuid: str,
     for mac in macs:
         for port in (client.portgroups(node_uuid, address=mac) +
                      client.ports(node_uuid, address=mac)):
-            internal = getattr(port, 'internal_info', None) or {}
-            extra = getattr(port, 'extra', None) or {}
-            vif: str | None = (internal.get('tenant_vif_port_id') or
-                               extra.get('vif_port_id'))
+            vif = vifs.vif_of(port)
             if vif:
                 return vif
     return None

@@ -179,6 +179,17 @@ class NetworkTest(InstanceOnNode):
         self.driver.unplug_vifs(self.instance, nw)
         self.assertEqual([], self.ironic.vifs[self.node])
 
+    def test_detach_during_an_outage_is_a_nova_error(self) -> None:
+        self.driver.attach_interface(self.ctxt, self.instance, None,
+                                     self.network_info('vif-1')[0])
+        self.ironic.fail('vif_detach', ironic.IronicUnavailable('down'))
+        exc = self.assertRaises(
+            exception.VirtualInterfaceUnplugException,
+            self.driver.detach_interface, self.ctxt, self.instance,
+            self.network_info('vif-1')[0])
+        self.assertIn('vif-1', str(exc))
+        self.assertEqual(['vif-1'], self.ironic.vifs[self.node])
+
     def test_unplug_for_a_build_that_never_got_a_node(self) -> None:
         calls = len(self.ironic.calls)
         self.driver.unplug_vifs(self.fake_instance(None),

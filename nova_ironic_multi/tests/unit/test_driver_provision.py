@@ -184,6 +184,40 @@ class SpawnTest(base.DriverTestCase):
         self.assertIn(b'config-2', iso)
         self.assertIn(self.instance.uuid.encode(), iso)
 
+    def test_config_drive_failure_is_a_deploy_failure_and_undone(
+            self) -> None:
+        self.flags(force_config_drive=True)
+        # Building the drive reads the node's ports from Ironic.
+        self.ironic.fail('ports', ironic.IronicUnavailable('down'))
+        exc = self.assertRaises(
+            exception.InstanceDeployFailure, self.driver.spawn, self.ctxt,
+            self.instance, self.image, [], 'secret', {},
+            network_info=self.network_info('vif-1'))
+        self.assertIn('config drive', str(exc))
+        node = self.ironic.nodes[self.node]
+        self.assertIsNone(node['instance_uuid'])
+        self.assertEqual([], self.ironic.calls_to('set_provision_state'))
+
+    def test_volume_target_outage_is_a_deploy_failure(self) -> None:
+        from nova.tests.unit import fake_block_device
+        from nova.virt import block_device as driver_block_device
+        bdm = fake_block_device.fake_bdm_object(
+            self.ctxt, {'source_type': 'volume', 'destination_type': 'volume',
+                        'boot_index': 0, 'volume_id': 'vol-1',
+                        'connection_info': '{"driver_volume_type": "iscsi",'
+                        ' "data": {"target_lun": 1}}',
+                        'device_name': '/dev/sda',
+                        'instance_uuid': self.instance.uuid})
+        bdi = {'block_device_mapping':
+               [driver_block_device.DriverVolumeBlockDevice(bdm)],
+               'root_device_name': '/dev/sda'}
+        self.ironic.fail('create_volume_target',
+                         ironic.IronicUnavailable('down'))
+        exc = self.assertRaises(exception.InstanceDeployFailure, self.spawn,
+                                block_device_info=bdi)
+        self.assertIn('vol-1', str(exc))
+        self.assertIsNone(self.ironic.nodes[self.node]['instance_uuid'])
+
     def test_validation_failure_releases_the_node_and_says_why(
             self) -> None:
         self.ironic.validation = {'power': {'result': False,
@@ -430,6 +464,19 @@ class RebuildRescueTest(base.DriverTestCase):
                                 self.driver.rescue, self.ctxt, self.instance,
                                 None, self.image, 'pw', None, None)
         self.assertIn('no ramdisk', str(exc))
+
+    def test_rescue_losing_ironic_midway_is_a_rescue_failure(self) -> None:
+        real = self.ironic.set_provision_state
+
+        def then_outage(node: str, target: str, **kw: Any) -> None:
+            real(node, target, **kw)
+            self.ironic.fail('get_node', ironic.IronicUnavailable('down'))
+
+        self.ironic.set_provision_state = then_outage  # type: ignore
+        exc = self.assertRaises(exception.InstanceRescueFailure,
+                                self.driver.rescue, self.ctxt, self.instance,
+                                None, self.image, 'pw', None, None)
+        self.assertIn('down', str(exc))
 
     def test_unrescue_refused(self) -> None:
         self.assertRaises(exception.InstanceUnRescueFailure,
