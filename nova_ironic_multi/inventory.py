@@ -40,6 +40,7 @@ from nova import exception as nova_exc
 from nova import objects
 from oslo_config import cfg
 from oslo_log import log as logging
+import oslo_messaging
 
 from nova_ironic_multi import ironic
 from nova_ironic_multi import loader
@@ -170,7 +171,10 @@ class Inventory:
             if self._refreshes != seen and self._snapshot is not None:
                 return self._snapshot
             snapshot = self._compute()
-            self._snapshot = snapshot
+            # Under the update lock: an update() reading the old snapshot
+            # must not write it back over this one.
+            with self._update_lock:
+                self._snapshot = snapshot
             self._refreshes += 1
             return snapshot
 
@@ -195,8 +199,9 @@ class Inventory:
             mine = set(objects.InstanceList.get_uuids_by_host(ctxt,
                                                               self.host))
             members = self.membership(part).live_peers(part)
-        except (membership.MembershipUnavailable,
-                nova_exc.NovaException) as e:
+        except (membership.MembershipUnavailable, nova_exc.NovaException,
+                oslo_messaging.MessagingException) as e:
+            # (On a compute host nova's objects go through the conductor.)
             raise NotReady('cannot determine the peers: %s' % e) from e
         except loader.PluginNotFound as e:
             LOG.error('%s', e)

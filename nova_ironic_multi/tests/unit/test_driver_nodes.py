@@ -21,6 +21,7 @@ from nova.compute import power_state
 from nova.compute import provider_tree
 from nova import exception
 from nova.virt import virtapi
+import oslo_messaging
 
 from nova_ironic_multi import driver
 from nova_ironic_multi import ironic
@@ -153,6 +154,13 @@ class DivisionTest(base.DriverTestCase):
         with mock.patch.object(
                 membership.servicegroup.ServiceGroupMembership, 'live_peers',
                 side_effect=membership.MembershipUnavailable('db down')):
+            self.assertRaises(exception.VirtDriverNotReady,
+                              self.driver.get_available_nodes)
+
+    def test_conductor_timeout_is_not_ready(self) -> None:
+        # On a compute host nova's objects are read through the conductor.
+        with mock.patch('nova.objects.InstanceList.get_uuids_by_host',
+                        side_effect=oslo_messaging.MessagingTimeout('slow')):
             self.assertRaises(exception.VirtDriverNotReady,
                               self.driver.get_available_nodes)
 
