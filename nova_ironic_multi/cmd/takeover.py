@@ -104,7 +104,11 @@ def _move_one(ctxt: Any, move: Move, dst: Any) -> None:
 def run(source: str, dest: str, execute: bool, out: TextIO,
         fmt: str) -> int:
     ctxt = nova_context.get_admin_context()
-    mapping = objects.HostMapping.get_by_host(ctxt, source)
+    try:
+        mapping = objects.HostMapping.get_by_host(ctxt, source)
+    except exception.HostMappingNotFound as e:
+        raise Refused('Host %r is not mapped to any cell: check the name '
+                      '(nova-manage cell_v2 list_hosts).' % source) from e
     with nova_context.target_cell(ctxt, mapping.cell_mapping) as cctxt:
         src, dst = check(cctxt, source, dest)
         moves = plan(cctxt, src.host, dst.host)

@@ -111,6 +111,13 @@ class CliTest(base.IronicCellTestCase):
         self.assertIn('nova-compute on host3 is not forced down', err)
         self.assertEqual('host3', self.instance_host(self.server['id']))
 
+    def test_takeover_names_an_unknown_host(self) -> None:
+        code, _, err = self.cli('takeover', fmt='table', source='hots3',
+                                dest='host1', execute=True)
+        self.assertEqual(2, code)
+        self.assertIn("Host 'hots3' is not mapped to any cell", err)
+        self.assertEqual('host3', self.instance_host(self.server['id']))
+
     def test_takeover_moves_node_and_instance_and_can_rerun(self) -> None:
         self.computes['host3'].stop()
         self.admin_api.put_service_force_down(self.service('host3')['id'],
