@@ -30,7 +30,6 @@ from oslo_config import cfg
 from nova_ironic_multi import ironic
 from nova_ironic_multi import loader
 from nova_ironic_multi import membership
-from nova_ironic_multi.membership import servicegroup as sg_membership
 from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import ownership
 from nova_ironic_multi import partition
@@ -129,7 +128,6 @@ def gather(conf: cfg.ConfigOpts) -> Fleet:
         ctxt, [n.instance_uuid for n in nodes if n.instance_uuid])
     api = servicegroup.API()
     hosts: dict[str, Host] = {}
-    live = set()
     for svc in services:
         name = svc.host.lower()
         relevant = (name in (part.peers or ()) or
@@ -139,16 +137,13 @@ def gather(conf: cfg.ConfigOpts) -> Fleet:
         up = bool(api.service_is_up(svc))
         hosts[name] = Host(name, svc.host, up, bool(svc.disabled),
                            bool(svc.forced_down))
-        if part.membership_driver in ('servicegroup', 'static') and (
-                sg_membership.counts(svc, part, api)):
-            live.add(name)
-    if part.membership_driver not in ('servicegroup', 'static'):
-        plugin = membership.load(part.membership_driver, conf, OBSERVER,
-                                 observer=True)
-        try:
-            live = set(plugin.observe(part))
-        finally:
-            plugin.stop()
+    # The members as every service sees them: the same plugin, looking.
+    plugin = membership.load(part.membership_driver, conf, OBSERVER,
+                             observer=True)
+    try:
+        live = set(plugin.observe(part))
+    finally:
+        plugin.stop()
     for name in set(instance_hosts.values()) | live:
         hosts.setdefault(name, Host(name, None, None, False, False))
     for name in live:
