@@ -139,6 +139,7 @@ class ToozMembership(base.Membership):
                         group, time.monotonic(),
                         frozenset(m.decode('utf-8').lower()
                                   for m in members))
+                    self._error = 'no error since the last reading'
             except Exception as e:
                 self._error = str(e) or type(e).__name__
                 LOG.warning('tooz membership: %s; retrying', self._error)
