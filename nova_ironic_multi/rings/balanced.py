@@ -191,14 +191,5 @@ class BalancedRing(base.IndexedRing):
         if not self.members:
             return []
         primary, _ = keys.node_keys([node_uuid])
-        slot = int(self._first_points(primary)[0])
-        want = min(n, len(self.members))
-        found: list[str] = []
-        for step in range(len(self._points)):
-            member = self.members[
-                self._owner[(slot + step) % len(self._points)]]
-            if member not in found:
-                found.append(member)
-                if len(found) >= want:
-                    break
-        return found
+        return self._walk(self._owner, int(self._first_points(primary)[0]),
+                          n)

@@ -103,3 +103,18 @@ class IndexedRing(Ring):
         mine = np.flatnonzero(
             self._indices(node_uuids) == self.members.index(member))
         return [node_uuids[i] for i in mine.tolist()]
+
+    def _walk(self, owner: npt.NDArray[np.int32], slot: int,
+              n: int) -> list[str]:
+        """Up to ``n`` distinct members of ``owner`` (member indices per
+        ring slot), clockwise from ``slot``: the answer of :meth:`owners`.
+        """
+        want = min(n, len(self.members))
+        found: list[str] = []
+        for step in range(len(owner) if want > 0 else 0):
+            member = self.members[owner[(slot + step) % len(owner)]]
+            if member not in found:
+                found.append(member)
+                if len(found) >= want:
+                    break
+        return found

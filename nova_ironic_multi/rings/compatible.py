@@ -78,14 +78,6 @@ class CompatibleRing(base.IndexedRing):
     def owners(self, node_uuid: str, n: int) -> list[str]:
         if not self.members:
             return []
-        count = len(self._positions)
         slot = bisect.bisect(self._positions,
                              keys.md5_int(node_uuid.encode('utf-8')))
-        found: list[str] = []
-        for step in range(count):
-            member = self.members[self._owner[(slot + step) % count]]
-            if member not in found:
-                found.append(member)
-                if len(found) >= min(n, len(self.members)):
-                    break
-        return found
+        return self._walk(self._owner, slot, n)

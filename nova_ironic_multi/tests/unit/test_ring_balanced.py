@@ -182,3 +182,11 @@ def test_capacity_never_below_an_even_share() -> None:
         for n_members in (1, 2, 3, 64):
             cap = balanced.capacity(n_nodes, n_members)
             assert cap * n_members >= n_nodes
+
+
+def test_owners_returns_at_most_n() -> None:
+    ring = balanced.BalancedRing(['h1', 'h2', 'h3'], 5)
+    node = random_uuids(1, 2)[0]
+    assert ring.owners(node, 0) == []
+    assert len(ring.owners(node, 2)) == 2
+    assert sorted(ring.owners(node, 9)) == ['h1', 'h2', 'h3']

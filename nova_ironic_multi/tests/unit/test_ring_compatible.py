@@ -104,3 +104,11 @@ def test_no_members_manage_nothing() -> None:
 def test_select_for_a_stranger_is_empty() -> None:
     ring = compatible.CompatibleRing(['a', 'b'], 5)
     assert ring.select(random_uuids(10, 1), 'c') == []
+
+
+def test_owners_returns_at_most_n() -> None:
+    ring = compatible.CompatibleRing(['h1', 'h2', 'h3'], 5)
+    node = '2e3c6a3a-2f7e-4a4b-9d5c-0d1b5c8e7f60'
+    assert ring.owners(node, 0) == []
+    assert len(ring.owners(node, 2)) == 2
+    assert sorted(ring.owners(node, 9)) == ['h1', 'h2', 'h3']
