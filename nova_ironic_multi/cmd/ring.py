@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -150,13 +151,17 @@ def simulate(fleet: fleet_mod.Fleet, add: Sequence[str],
                        part.partition_exponent).assign(fleet.free)
     moved = sorted(n for n in fleet.free if before.get(n) != after.get(n))
     hosts = sorted(set(fleet.members) | after_members)
-    counts = {h: (sum(1 for v in before.values() if v == h),
-                  sum(1 for v in after.values() if v == h)) for h in hosts}
+    shares_before = collections.Counter(before.values())
+    shares_after = collections.Counter(after.values())
+    counts = {h: (shares_before[h], shares_after[h]) for h in hosts}
     # A newcomer takes its share of the new ring, a leaver gives up its
-    # share of the old one: no ring can move fewer nodes.
+    # share of the old one: no ring can move fewer nodes. (Adding a member
+    # or removing a stranger changes nothing.)
     n_free = len(fleet.free)
-    ideal = (n_free * len(add) / max(1, len(after_members)) +
-             n_free * len(remove) / max(1, len(fleet.members)))
+    joined = after_members - set(fleet.members)
+    left = set(fleet.members) - after_members
+    ideal = (n_free * len(joined) / max(1, len(after_members)) +
+             n_free * len(left) / max(1, len(fleet.members)))
     data: dict[str, Any] = {
         'members_before': sorted(fleet.members),
         'members_after': sorted(after_members),
