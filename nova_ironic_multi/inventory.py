@@ -64,7 +64,6 @@ class Snapshot:
     partition: partition.Partition | None
     members: frozenset[str]
     division: ownership.Division | None
-    at: float
 
     def node_for_instance(self,
                           instance_uuid: str) -> nodeinfo.NodeInfo | None:
@@ -86,7 +85,7 @@ def _index(nodes: Mapping[str, nodeinfo.NodeInfo]) -> Mapping[str, str]:
 
 
 EMPTY = Snapshot(types.MappingProxyType({}), types.MappingProxyType({}),
-                 None, frozenset(), None, 0.0)
+                 None, frozenset(), None)
 
 
 class Inventory:
@@ -220,7 +219,7 @@ class Inventory:
                                     part.scope)
         owned = {n.uuid: n for n in nodes if n.uuid in division.owned}
         snapshot = Snapshot(types.MappingProxyType(owned), _index(owned),
-                            part, members, division, time.time())
+                            part, members, division)
         self._log_change(snapshot, len(nodes), listed - started,
                          time.monotonic() - listed)
         return snapshot

@@ -28,8 +28,6 @@ class PluginNotFound(LookupError):
     """No entry point of that name is installed in the namespace."""
 
     def __init__(self, namespace: str, name: str, option: str | None):
-        self.namespace = namespace
-        self.name = name
         self.available = available(namespace)
         where = ' (option %s)' % option if option else ''
         super().__init__(

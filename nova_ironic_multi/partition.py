@@ -59,10 +59,6 @@ class Scope:
             return False
         return True
 
-    @property
-    def limited(self) -> bool:
-        return self.conductor_group is not None or self.shard is not None
-
     def describe(self) -> str:
         parts = []
         if self.conductor_group is not None:

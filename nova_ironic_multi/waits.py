@@ -25,14 +25,11 @@ T = TypeVar('T')
 
 
 class Timeout(Exception):
-    """The wait ran out; ``last`` is the last value read."""
+    """The wait ran out; the message says what was last read."""
 
     def __init__(self, what: str, seconds: float, last: object) -> None:
         super().__init__('%s did not finish within %.0f seconds (last seen: '
                          '%s)' % (what, seconds, last))
-        self.what = what
-        self.seconds = seconds
-        self.last = last
 
 
 def until(read: Callable[[], T], done: Callable[[T], bool], *,

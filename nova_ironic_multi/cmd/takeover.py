@@ -58,7 +58,7 @@ def _service(ctxt: Any, host: str) -> Any:
                       % host) from None
 
 
-def plan(ctxt: Any, source: str, dest: str) -> list[Move]:
+def plan(ctxt: Any, source: str) -> list[Move]:
     """The compute nodes of ``source`` with instances, and the instances."""
     moves = []
     for cn in objects.ComputeNodeList.get_all_by_host(ctxt, source):
@@ -111,7 +111,7 @@ def run(source: str, dest: str, execute: bool, out: TextIO,
                       '(nova-manage cell_v2 list_hosts).' % source) from e
     with nova_context.target_cell(ctxt, mapping.cell_mapping) as cctxt:
         src, dst = check(cctxt, source, dest)
-        moves = plan(cctxt, src.host, dst.host)
+        moves = plan(cctxt, src.host)
         data: dict[str, Any] = {
             'from': src.host, 'to': dst.host, 'execute': execute,
             'nodes': [{'node': m.node,

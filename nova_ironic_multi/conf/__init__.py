@@ -19,8 +19,6 @@ from oslo_config import cfg
 
 from nova_ironic_multi.conf import ironic_multi
 
-GROUP = ironic_multi.GROUP
-
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
     """Register every option of this package on ``conf`` (idempotent)."""

@@ -40,7 +40,6 @@ def test_defaults_manage_every_node_with_servicegroup_peers() -> None:
     part = partition.resolve(make_conf(), 'Host1')
     assert part.host == 'host1'
     assert part.scope == partition.Scope(None, None)
-    assert not part.scope.limited
     assert part.peers is None
     assert part.membership_driver == 'servicegroup'
     assert (part.ring_algorithm, part.partition_exponent) == ('compatible', 5)
@@ -58,7 +57,6 @@ def test_empty_partition_key_means_default_group_not_unset() -> None:
     conf = make_conf({'partition_key': '', 'peer_list': ['host1']})
     scope = partition.resolve(conf, 'host1').scope
     assert scope.conductor_group == ''
-    assert scope.limited
     assert scope.contains('', None)
     assert scope.contains(None, None)
     assert not scope.contains('rack-a', None)
