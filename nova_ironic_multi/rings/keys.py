@@ -97,7 +97,10 @@ def _chunk_keys(chunk: Sequence[str]) -> tuple[U64, U64]:
         except ValueError:
             pass
         else:
-            halves = np.frombuffer(raw, dtype='>u8').reshape(n, 2)
+            # (fromhex skips whitespace: a blank where a digit belongs
+            # leaves fewer bytes.)
+            if len(raw) == 16 * n:
+                halves = np.frombuffer(raw, dtype='>u8').reshape(n, 2)
     if halves is None:
         if n > 1:
             # Not all canonical: key each one on its own.

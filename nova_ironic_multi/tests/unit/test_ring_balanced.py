@@ -147,6 +147,16 @@ def test_node_keys_of_a_mixed_batch_equal_keys_one_by_one() -> None:
         assert (first[i], second[i]) == (one_first[0], one_second[0])
 
 
+def test_uuid_shaped_text_with_blanks_is_keyed_not_crashed() -> None:
+    # Dashes in place but a blank where a digit belongs: bytes.fromhex
+    # skips blanks, so this must not take the whole-chunk fast path.
+    odd = '123456  -1234-1234-1234-123456789012'
+    batch = random_uuids(3, 4) + [odd]
+    first, second = keys.node_keys(batch)
+    one_first, one_second = keys.node_keys([odd])
+    assert (first[3], second[3]) == (one_first[0], one_second[0])
+
+
 def test_member_points_are_pinned() -> None:
     # A member's points come from BLAKE2b of its name, never hash().
     import hashlib
