@@ -234,12 +234,11 @@ class Inventory:
             'foreign': new.division.foreign,
             'out': new.division.out_of_scope,
             'members': ','.join(sorted(new.members)),
-            'ring': '%s/2^%d' % (new.partition.ring_algorithm,
-                                 new.partition.partition_exponent),
+            'ring': new.partition.ring,
             'list_s': list_seconds, 'rest_s': rest_seconds,
         }
         changed = (old is None or old.members != new.members or
-                   set(old.nodes) != set(new.nodes))
+                   old.nodes.keys() != new.nodes.keys())
         log = LOG.info if changed else LOG.debug
         log('Managing %(owned)d Ironic nodes (%(inst)d with this host\'s '
             'instances) of %(listed)d listed: %(free)d free in scope, '

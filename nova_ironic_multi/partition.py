@@ -83,13 +83,17 @@ class Partition:
     ring_algorithm: str
     partition_exponent: int
 
+    @property
+    def ring(self) -> str:
+        """The ring as logged: ``algorithm/2^exponent``."""
+        return '%s/2^%d' % (self.ring_algorithm, self.partition_exponent)
+
     def summary(self) -> dict[str, Any]:
         return {
             'scope': self.scope.describe(),
             'peers': sorted(self.peers) if self.peers is not None else None,
             'membership': self.membership_driver,
-            'ring': '%s/2^%d' % (self.ring_algorithm,
-                                  self.partition_exponent),
+            'ring': self.ring,
         }
 
 
