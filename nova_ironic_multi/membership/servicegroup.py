@@ -45,6 +45,25 @@ def counts(svc: Any, part: partition.Partition, api: Any) -> bool:
                 not svc.disabled and api.service_is_up(svc))
 
 
+def own_service_disabled(host: str) -> bool:
+    """Whether the nova-compute service of ``host`` is disabled.
+
+    :raises MembershipUnavailable: nova cannot say.
+    """
+    ctxt = nova_context.get_admin_context()
+    try:
+        svc = objects.Service.get_by_host_and_binary(ctxt, host, BINARY)
+    except exception.NovaException as e:
+        raise base.MembershipUnavailable(
+            "cannot read this host's nova-compute service: %s" % e) from e
+    disabled = bool(svc is not None and svc.disabled)
+    if disabled:
+        LOG.info('This nova-compute service (%(host)s) is disabled: it '
+                 'keeps the nodes of its instances but claims no free '
+                 'node.', {'host': host})
+    return disabled
+
+
 class _NovaServices(base.Membership):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -56,19 +75,7 @@ class _NovaServices(base.Membership):
         """The service records that may be peers."""
 
     def self_disabled(self) -> bool:
-        ctxt = nova_context.get_admin_context()
-        try:
-            svc = objects.Service.get_by_host_and_binary(ctxt, self.host,
-                                                         BINARY)
-        except exception.NovaException as e:
-            raise base.MembershipUnavailable(
-                'cannot read nova-compute services: %s' % e) from e
-        disabled = bool(svc is not None and svc.disabled)
-        if disabled:
-            LOG.info('This nova-compute service (%(host)s) is disabled: it '
-                     'keeps the nodes of its instances but claims no free '
-                     'node.', {'host': self.host})
-        return disabled
+        return own_service_disabled(self.host)
 
     def observe(self, part: partition.Partition) -> frozenset[str]:
         ctxt = nova_context.get_admin_context()

@@ -32,13 +32,11 @@ import time
 from typing import Any, NamedTuple
 from urllib import parse
 
-from nova import context as nova_context
-from nova import exception
-from nova import objects
 from oslo_log import log as logging
 from tooz import coordination
 
 from nova_ironic_multi.membership import base
+from nova_ironic_multi.membership import servicegroup
 from nova_ironic_multi import partition
 
 LOG = logging.getLogger(__name__)
@@ -198,11 +196,4 @@ class ToozMembership(base.Membership):
         return reading.members
 
     def self_disabled(self) -> bool:
-        ctxt = nova_context.get_admin_context()
-        try:
-            svc = objects.Service.get_by_host_and_binary(ctxt, self.host,
-                                                         'nova-compute')
-        except exception.NovaException as e:
-            raise base.MembershipUnavailable(
-                "cannot read this host's service: %s" % e) from e
-        return bool(svc is not None and svc.disabled)
+        return servicegroup.own_service_disabled(self.host)
