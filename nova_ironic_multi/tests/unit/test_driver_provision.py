@@ -137,6 +137,21 @@ class SpawnTest(base.DriverTestCase):
             {'id': IMAGE_1, 'properties': {}})
         self.driver.prepare_for_spawn(self.instance)
 
+    def boot_volume(self) -> dict[str, Any]:
+        """block_device_info of an iSCSI boot volume, vol-1."""
+        from nova.tests.unit import fake_block_device
+        from nova.virt import block_device as driver_block_device
+        bdm = fake_block_device.fake_bdm_object(
+            self.ctxt, {'source_type': 'volume', 'destination_type': 'volume',
+                        'boot_index': 0, 'volume_id': 'vol-1',
+                        'connection_info': '{"driver_volume_type": "iscsi",'
+                        ' "data": {"target_lun": 1}}',
+                        'device_name': '/dev/sda',
+                        'instance_uuid': self.instance.uuid})
+        return {'block_device_mapping':
+                [driver_block_device.DriverVolumeBlockDevice(bdm)],
+                'root_device_name': '/dev/sda'}
+
     def spawn(self, **kwargs: Any) -> None:
         self.driver.spawn(self.ctxt, self.instance, self.image, [],
                           'secret', {},
@@ -199,18 +214,7 @@ class SpawnTest(base.DriverTestCase):
         self.assertEqual([], self.ironic.calls_to('set_provision_state'))
 
     def test_volume_target_outage_is_a_deploy_failure(self) -> None:
-        from nova.tests.unit import fake_block_device
-        from nova.virt import block_device as driver_block_device
-        bdm = fake_block_device.fake_bdm_object(
-            self.ctxt, {'source_type': 'volume', 'destination_type': 'volume',
-                        'boot_index': 0, 'volume_id': 'vol-1',
-                        'connection_info': '{"driver_volume_type": "iscsi",'
-                        ' "data": {"target_lun": 1}}',
-                        'device_name': '/dev/sda',
-                        'instance_uuid': self.instance.uuid})
-        bdi = {'block_device_mapping':
-               [driver_block_device.DriverVolumeBlockDevice(bdm)],
-               'root_device_name': '/dev/sda'}
+        bdi = self.boot_volume()
         self.ironic.fail('create_volume_target',
                          ironic.IronicUnavailable('down'))
         exc = self.assertRaises(exception.InstanceDeployFailure, self.spawn,
@@ -286,18 +290,7 @@ class SpawnTest(base.DriverTestCase):
         self.assertRaises(exception.BuildAbortException, self.spawn)
 
     def test_boot_from_volume_adds_targets_and_skips_image(self) -> None:
-        from nova.tests.unit import fake_block_device
-        from nova.virt import block_device as driver_block_device
-        bdm = fake_block_device.fake_bdm_object(
-            self.ctxt, {'source_type': 'volume', 'destination_type': 'volume',
-                        'boot_index': 0, 'volume_id': 'vol-1',
-                        'connection_info': '{"driver_volume_type": "iscsi",'
-                        ' "data": {"target_lun": 1}}',
-                        'device_name': '/dev/sda',
-                        'instance_uuid': self.instance.uuid})
-        bdi = {'block_device_mapping':
-               [driver_block_device.DriverVolumeBlockDevice(bdm)],
-               'root_device_name': '/dev/sda'}
+        bdi = self.boot_volume()
         self.spawn(block_device_info=bdi)
         (target,) = self.ironic.targets[self.node]
         self.assertEqual(('iscsi', 'vol-1', 0),
