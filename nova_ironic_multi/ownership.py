@@ -44,7 +44,7 @@ class NodeLike(Protocol):
     def shard(self) -> str | None: ...
 
 
-#: ``(free_node_uuids, host) -> the free nodes the ring gives host``.
+#: ``(in_scope_node_uuids, host) -> the nodes the ring gives host``.
 RingSelect = Callable[[Sequence[str], str], list[str]]
 
 
@@ -77,27 +77,35 @@ def select(nodes: Iterable[NodeLike], my_instances: Collection[str],
     :param nodes: every node listed from Ironic this period.
     :param my_instances: UUIDs of the instances nova says ``me`` owns; read
         after the node listing (nova bug 1841481).
-    :param ring_select: the ring's selection of free nodes for a host.
+    :param ring_select: the ring's selection for a host among all the
+        in-scope nodes (rule 2 keeps the free ones).
     :param me: this host's (lower-cased) name, as the ring knows it.
     :param scope: the conductor group / shard in force.
     """
     owned: set[str] = set()
-    free: dict[str, None] = {}
+    in_scope_nodes: list[str] = []
+    taken: set[str] = set()
     foreign = out = 0
     for node in nodes:
         if not in_scope(node, scope):
             out += 1
             continue
+        in_scope_nodes.append(node.uuid)
         instance = node.instance_uuid
         if instance is None:
-            free[node.uuid] = None
-        elif instance in my_instances:
+            continue
+        taken.add(node.uuid)
+        if instance in my_instances:
             owned.add(node.uuid)
         else:
             foreign += 1
     with_instance = len(owned)
-    # The ring sees only free nodes, so a node's manager depends on the free
-    # set alone, never on who holds which instance.
-    owned.update(ring_select(list(free), me))
+    # The ring divides every in-scope node, free or not: a boot or a delete
+    # then changes no other node's manager (a ring that sees only the free
+    # nodes, like the balanced one, would move other nodes on every boot).
+    # Rules 1 and 3 have already settled the nodes that carry instances.
+    owned.update(u for u in ring_select(in_scope_nodes, me)
+                 if u not in taken)
+    free = len(in_scope_nodes) - len(taken)
     return Division(owned=frozenset(owned), with_instance=with_instance,
-                    foreign=foreign, out_of_scope=out, free=len(free))
+                    foreign=foreign, out_of_scope=out, free=free)
