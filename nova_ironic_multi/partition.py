@@ -82,6 +82,8 @@ class Partition:
     membership_driver: str
     ring_algorithm: str
     partition_exponent: int
+    #: The option ``peers`` came from, as operators write it.
+    peers_option: str = '[%s] peer_list' % OURS
 
     @property
     def ring(self) -> str:
@@ -170,13 +172,11 @@ def resolve(conf: cfg.ConfigOpts, host: str,
 
     peers: frozenset[str] | None = None
     if raw_peers:
+        # A list that leaves this host out is not an error: it is how an
+        # operator takes a host out of a group by SIGHUP. The host then
+        # claims no free node (membership.Membership.self_excluded), keeps
+        # the nodes of its own instances, and says why every time it changes.
         peers = frozenset(p.lower() for p in raw_peers)
-        if me not in peers and not observer:
-            raise InvalidPartition(
-                '%s = %s does not include this host %r. Fix: add %r to %s '
-                '(every peer must list itself and its peers).'
-                % (peers_option, ','.join(raw_peers), host, host,
-                   peers_option))
     elif membership == 'static':
         raise InvalidPartition(
             '[%s] membership_driver = static needs the peers in [%s] '
@@ -206,4 +206,5 @@ def resolve(conf: cfg.ConfigOpts, host: str,
         membership_driver=membership,
         ring_algorithm=_opt(conf, OURS, 'ring_algorithm') or 'compatible',
         partition_exponent=_opt(conf, OURS, 'hash_partition_exponent') or 5,
+        peers_option=peers_option,
     )

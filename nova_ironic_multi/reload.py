@@ -16,13 +16,15 @@ native-threading mode oslo.service does not reload at all: its SIGHUP
 handler is a stub that ends the service's main thread. So:
 
 * a mutate hook (one per process, whatever the number of drivers) checks
-  the new values as soon as oslo.config has re-read the files. A value its
-  option type rejects is pinned back to the last good one, with an error
-  naming the option (an unreadable value would otherwise break every later
-  read, and crash oslo.service's own reload in eventlet mode). Each driver
-  then validates the partition for its own host and logs the change, or
-  rejects it and keeps its last good partition; the next resource-tracker
-  period applies it.
+  the new values as soon as oslo.config has re-read the files. A reload is
+  applied whole or not at all: if any value is rejected by its option type,
+  every changed partition option is pinned back to its last good value,
+  with errors naming each rejected option and the changes held back (an
+  unreadable value would otherwise break every later read, and crash
+  oslo.service's own reload in eventlet mode). Each driver then validates
+  the partition for its own host and logs the change, or rejects it and
+  keeps its whole last good partition; the next resource-tracker period
+  applies it.
 * in threading mode, ``init_host`` (which runs on the main thread) replaces
   the SIGHUP handler by one that only queues the signal; a worker thread
   re-reads the files. SIGTERM is left to oslo.service. In eventlet mode
@@ -82,42 +84,80 @@ def watch(conf: cfg.ConfigOpts, listener: Listener) -> None:
                 pass
 
 
+def _read(conf: cfg.ConfigOpts, key: tuple[str, str]) -> tuple[Any, str]:
+    """``(value, '')``, or ``(None, reason)`` when the value is unreadable.
+
+    :raises cfg.NoSuchOptError: the option is not registered here.
+    """
+    group, name = key
+    try:
+        return conf[group][name], ''
+    except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+        raise
+    except (cfg.Error, ValueError) as e:
+        # oslo.config's message starts with where the value came from; the
+        # reason is what the operator needs.
+        return None, str(e).rpartition(' is not valid: ')[2]
+
+
+def _label(key: tuple[str, str]) -> str:
+    return '[%s] %s' % key
+
+
 def on_mutate(conf: cfg.ConfigOpts,
               fresh: dict[tuple[str | None, str], tuple[Any, Any]]) -> None:
-    """The mutate hook: keep every option readable, then tell drivers."""
+    """The mutate hook: apply the partition options whole, then tell drivers.
+
+    If any of them cannot be read, none of the changed ones applies: each
+    is pinned back to its last good value (a new peer list with the old
+    conductor group would divide a group among hosts that do not serve it).
+    Every option also stays readable, so later reads never fail.
+    """
     with _STATE.lock:
-        for group, name in MUTABLE:
-            key = (group, name)
-            if key in _STATE.pinned:
-                # Also drops any value cached while the files were re-read.
-                conf.clear_override(name, group)
-                _STATE.pinned.discard(key)
+        # The files speak again: drop the pins of the last rejected reload
+        # (this also drops values cached while the files were re-read).
+        for group, name in _STATE.pinned:
+            conf.clear_override(name, group)
+        _STATE.pinned.clear()
+        values: dict[tuple[str, str], Any] = {}
+        errors: dict[tuple[str, str], str] = {}
+        for key in MUTABLE:
             try:
-                value = conf[group][name]
+                value, error = _read(conf, key)
             except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
                 continue
-            except (cfg.Error, ValueError) as e:
-                error: Exception | None = e
+            if error:
+                errors[key] = error
             else:
-                error = None
-            if error is not None:
-                # Logged outside the except block: oslo.log would append the
-                # whole exception again to the operator's one line.
-                good = _STATE.last_good.get(key)
-                # oslo.config's message starts with where the value came
-                # from; the reason is what the operator needs.
-                reason = str(error).rpartition(' is not valid: ')[2]
-                LOG.error('Reload: rejected the new value of [%(group)s] '
-                          '%(name)s: %(reason)s; keeping %(good)r. Fix the '
-                          'value in the configuration file and send SIGHUP '
-                          'again.', {'group': group, 'name': name,
-                                     'reason': reason, 'good': good})
-                conf.set_override(name, good, group)
-                _STATE.pinned.add(key)
-                continue
+                values[key] = value
+        changed = [k for k, v in values.items()
+                   if k in _STATE.last_good and v != _STATE.last_good[k]]
+        if not errors:
             # (oslo.config itself logs every change as "Option ... changed
             # from [old] to [new]"; each driver logs its new partition.)
-            _STATE.last_good[key] = value
+            _STATE.last_good.update(values)
+        else:
+            # Logged as plain lines: oslo.log would append the whole
+            # exception to the operator's one line.
+            for key, reason in errors.items():
+                LOG.error('Reload: rejected the new value of %(opt)s: '
+                          '%(reason)s; keeping %(good)r.',
+                          {'opt': _label(key), 'reason': reason,
+                           'good': _STATE.last_good.get(key)})
+            LOG.error('Reload not applied: %(bad)s invalid, so %(held)s '
+                      'stay as they were; the last good partition options '
+                      'remain in force (%(good)s). Fix %(bad)s in the '
+                      'configuration file and send SIGHUP again.',
+                      {'bad': ', '.join(_label(k) for k in errors),
+                       'held': ', '.join(_label(k) for k in changed) or
+                       'no other option',
+                       'good': ', '.join(
+                           '%s = %r' % (_label(k), _STATE.last_good.get(k))
+                           for k in MUTABLE if k in values or k in errors)})
+            for key in [*errors, *changed]:
+                group, name = key
+                conf.set_override(name, _STATE.last_good.get(key), group)
+                _STATE.pinned.add(key)
         listeners = list(_STATE.listeners)
     for listener in listeners:
         listener.reloaded()

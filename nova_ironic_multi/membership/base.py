@@ -14,9 +14,11 @@
 A membership plugin answers one question per period: which nova-compute
 services, this one included, share the nodes of this partition right now.
 Names are lower-cased (nova bug 1866380: upstream let the case of a host
-name split the ring). This host is a member unless its own service is
-disabled: a disabled service is dropped by its peers, so it must drop
-itself too or its share is claimed twice for ever.
+name split the ring). Every plugin must give every host the same member set
+for the same facts: a host its peers drop (disabled, forced down, down, not
+in ``peer_list``) must drop itself too, or its share is claimed twice; and
+a host that drops itself must be dropped by its peers, or its share is
+managed by nobody.
 """
 
 from __future__ import annotations
@@ -24,8 +26,11 @@ from __future__ import annotations
 import abc
 
 from oslo_config import cfg
+from oslo_log import log as logging
 
 from nova_ironic_multi import partition
+
+LOG = logging.getLogger(__name__)
 
 
 class MembershipUnavailable(RuntimeError):
@@ -45,6 +50,8 @@ class Membership(abc.ABC):
         self.conf = conf
         #: Only looking (the CLI): never become a member others can see.
         self.observer = observer
+        #: Why this host last left its own ring (None: it is a member).
+        self._excluded: str | None = None
 
     def start(self) -> None:  # noqa: B027 - optional hook
         """Begin taking part (join groups, start heartbeats)."""
@@ -63,22 +70,53 @@ class Membership(abc.ABC):
         """
 
     @abc.abstractmethod
-    def self_disabled(self) -> bool:
-        """Whether this host's own nova-compute service is disabled."""
+    def own_exclusion(self) -> str | None:
+        """Why this host's peers do not count it now, or None.
+
+        The same facts :meth:`observe` applies to peers (for example
+        ``'disabled'`` or ``'forced down'``), read for this host's own
+        nova-compute service.
+
+        :raises MembershipUnavailable: the answer cannot be known now.
+        """
+
+    def self_excluded(self, part: partition.Partition) -> str | None:
+        """Why this host is not a member of its own ring, or None."""
+        me = self.host.lower()
+        if part.peers is not None and me not in part.peers:
+            return ('it is not in %s (%s); add it there to give it a '
+                    'share of the free nodes again'
+                    % (part.peers_option, ','.join(sorted(part.peers))))
+        reason = self.own_exclusion()
+        if reason is not None:
+            return 'its nova-compute service is %s' % reason
+        return None
 
     def live_peers(self, part: partition.Partition) -> frozenset[str]:
         """Lower-cased hosts that share the nodes of ``part`` now.
 
-        :meth:`observe`, plus this host unless its own service is disabled
-        (a new service is not yet visible to nova as an Ironic compute, but
-        is a member all the same), minus it if it is.
+        :meth:`observe`, plus this host unless :meth:`self_excluded` (a new
+        service is not yet visible to nova as an Ironic compute, but is a
+        member all the same), minus it if it is.
 
         :raises MembershipUnavailable: the answer cannot be known now.
         """
         live = set(self.observe(part))
         me = self.host.lower()
-        if self.self_disabled():
+        reason = self.self_excluded(part)
+        if reason is not None:
             live.discard(me)
         else:
             live.add(me)
+        if reason != self._excluded:
+            if reason is not None:
+                LOG.warning('This host (%(host)s) claims no free Ironic '
+                            'node and keeps only the nodes of its own '
+                            'instances: %(reason)s.',
+                            {'host': self.host, 'reason': reason})
+            else:
+                LOG.info('This host (%(host)s) is a member of its ring '
+                         'again and claims its share of the free nodes.',
+                         {'host': self.host})
+            self._excluded = reason
         return frozenset(live)

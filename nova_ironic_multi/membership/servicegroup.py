@@ -14,7 +14,8 @@
 ``servicegroup`` (the default) counts the enabled nova-compute services that
 manage Ironic nodes (those with compute nodes of hypervisor type
 ``ironic``) and are up, so ``service_down_time`` and ``forced_down`` count
-as they do for the scheduler. ``static`` counts the hosts of ``peer_list``
+as they do for the scheduler. This host applies the same facts to its own
+service record: if its peers do not count it, it does not count itself. ``static`` counts the hosts of ``peer_list``
 that are up and enabled, whether or not they already manage nodes.
 """
 
@@ -39,14 +40,31 @@ HYPERVISOR_TYPE = 'ironic'
 BINARY = 'nova-compute'
 
 
-def counts(svc: Any, part: partition.Partition, api: Any) -> bool:
+def exclusion(svc: Any, api: Any | None) -> str | None:
+    """Why a nova-compute service record does not count, or None.
+
+    :param api: nova's servicegroup API, to also drop services that are
+        down; None when liveness comes from elsewhere (tooz heartbeats).
+    """
+    if svc.disabled:
+        return 'disabled'
+    if svc.forced_down:
+        return 'forced down'
+    if api is not None and not api.service_is_up(svc):
+        return 'down'
+    return None
+
+
+def counts(svc: Any, part: partition.Partition, api: Any | None) -> bool:
     """Whether a nova-compute service record is a live peer of ``part``."""
-    return bool((part.peers is None or svc.host.lower() in part.peers) and
-                not svc.disabled and api.service_is_up(svc))
+    return ((part.peers is None or svc.host.lower() in part.peers) and
+            exclusion(svc, api) is None)
 
 
-def own_service_disabled(host: str) -> bool:
-    """Whether the nova-compute service of ``host`` is disabled.
+def own_exclusion(host: str, api: Any | None) -> str | None:
+    """Why the nova-compute service of ``host`` does not count, or None.
+
+    A host without a service record yet (a new service) counts.
 
     :raises MembershipUnavailable: nova cannot say.
     """
@@ -56,12 +74,20 @@ def own_service_disabled(host: str) -> bool:
     except exception.NovaException as e:
         raise base.MembershipUnavailable(
             "cannot read this host's nova-compute service: %s" % e) from e
-    disabled = bool(svc is not None and svc.disabled)
-    if disabled:
-        LOG.info('This nova-compute service (%(host)s) is disabled: it '
-                 'keeps the nodes of its instances but claims no free '
-                 'node.', {'host': host})
-    return disabled
+    return None if svc is None else exclusion(svc, api)
+
+
+def services(ctxt: Any) -> list[Any]:
+    """Every nova-compute service record, disabled ones included.
+
+    :raises MembershipUnavailable: nova cannot say.
+    """
+    try:
+        return list(objects.ServiceList.get_by_binary(
+            ctxt, BINARY, include_disabled=True))
+    except exception.NovaException as e:
+        raise base.MembershipUnavailable(
+            'cannot read nova-compute services: %s' % e) from e
 
 
 class _NovaServices(base.Membership):
@@ -74,17 +100,17 @@ class _NovaServices(base.Membership):
     def _candidates(self, ctxt: Any) -> Iterable[Any]:
         """The service records that may be peers."""
 
-    def self_disabled(self) -> bool:
-        return own_service_disabled(self.host)
+    def own_exclusion(self) -> str | None:
+        return own_exclusion(self.host, self._servicegroup)
 
     def observe(self, part: partition.Partition) -> frozenset[str]:
         ctxt = nova_context.get_admin_context()
         try:
-            services = list(self._candidates(ctxt))
+            candidates = list(self._candidates(ctxt))
         except exception.NovaException as e:
             raise base.MembershipUnavailable(
                 'cannot read nova-compute services: %s' % e) from e
-        return frozenset(svc.host.lower() for svc in services
+        return frozenset(svc.host.lower() for svc in candidates
                          if counts(svc, part, self._servicegroup))
 
 
@@ -107,9 +133,7 @@ class StaticMembership(_NovaServices):
     name = 'static'
 
     def _candidates(self, ctxt: Any) -> Iterable[Any]:
-        services: Iterable[Any] = objects.ServiceList.get_by_binary(
-            ctxt, BINARY, include_disabled=True)
-        return services
+        return services(ctxt)
 
     def observe(self, part: partition.Partition) -> frozenset[str]:
         if not part.peers:

@@ -21,8 +21,11 @@ All talk with the back end happens on one background thread, which also
 reads the members after each heartbeat. tooz retries an unreachable back
 end for about a minute per call; the resource tracker never waits for that:
 when the last reading is older than ``tooz_member_timeout`` it is told the
-peers are unknown, and keeps its nodes as they are. Whether this host's own
-service is disabled is still read from nova.
+peers are unknown, and keeps its nodes as they are.
+
+Liveness comes from the heartbeats; the operator's word still comes from
+nova: a member whose nova-compute service is disabled or forced down is
+not counted, by its peers or by itself, exactly as with ``servicegroup``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import time
 from typing import Any, NamedTuple
 from urllib import parse
 
+from nova import context as nova_context
 from oslo_log import log as logging
 from tooz import coordination
 
@@ -191,9 +195,14 @@ class ToozMembership(base.Membership):
             raise base.MembershipUnavailable(
                 'no fresh reading of tooz group %s (last error: %s)'
                 % (group, self._error))
+        members = reading.members
         if part.peers is not None:
-            return reading.members & part.peers
-        return reading.members
+            members &= part.peers
+        # The heartbeat says a host is alive, not that it may take nodes.
+        dropped = {svc.host.lower() for svc in servicegroup.services(
+            nova_context.get_admin_context())
+            if servicegroup.exclusion(svc, None) is not None}
+        return members - dropped
 
-    def self_disabled(self) -> bool:
-        return servicegroup.own_service_disabled(self.host)
+    def own_exclusion(self) -> str | None:
+        return servicegroup.own_exclusion(self.host, None)

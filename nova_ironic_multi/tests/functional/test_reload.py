@@ -70,21 +70,27 @@ class ReloadTest(base.IronicCellTestCase):
         self.assertEqual(6, sum(len(n) for n in reported.values()))
         self.assertIn("Partition changed from", self.logs())
 
-    def test_peer_list_change_and_a_host_it_leaves_out(self) -> None:
+    def test_a_host_left_out_of_peer_list_stops_claiming_free_nodes(
+            self) -> None:
+        self.assertTrue(self.before['host3'])
         self.reload(peer_list='host1,host2')
-        # host3 is not in the new list: it rejects it, names the option,
-        # and keeps its last good partition.
-        self.assertIn('Invalid partition options, still using the last good '
-                      'ones', self.logs())
-        self.assertIn("[ironic_multi] peer_list = host1,host2 does not "
-                      "include this host 'host3'", self.logs())
         reported = self.reported()
-        self.assertEqual(self.before['host3'], reported['host3'])
-        # host1 and host2 now divide every node between the two of them.
+        # host3 is not in the new list: it leaves its own ring, as its peers
+        # dropped it, and says why. (It had no instance to keep.)
+        self.assertEqual(set(), reported['host3'])
+        self.assertIn("This host (host3) claims no free Ironic node and "
+                      "keeps only the nodes of its own instances: it is not "
+                      "in [ironic_multi] peer_list (host1,host2)",
+                      self.logs())
+        # host1 and host2 now divide every node between the two of them,
+        # and no node is claimed twice.
         self.assertEqual(set(self.node_uuids) |
                          set(self.group_nodes['rack-b']),
                          reported['host1'] | reported['host2'])
         self.assertFalse(reported['host1'] & reported['host2'])
+        # Named again, it takes its share back.
+        self.reload(peer_list=ALL)
+        self.assertEqual(self.before, self.reported())
 
     def test_unreadable_value_is_rejected_and_the_last_good_kept(
             self) -> None:

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import datetime
+from typing import Any
 import uuid
 
 from nova.conf import CONF
@@ -85,8 +86,14 @@ class NovaMembershipTest(test.TestCase):
         self.flags(service_down_time=60)
         later = timeutils.utcnow() + datetime.timedelta(seconds=61)
         self.useFixture(utils_fixture.TimeFixture(later))
-        # host2 stopped reporting; host1 is this service, always a member.
+        host1 = objects.Service.get_by_host_and_binary(self.ctxt, 'host1',
+                                                       'nova-compute')
+        host1.report_count += 1
+        host1.save()
+        # host2 stopped reporting: host1 drops it, and so does host2 itself
+        # (its peers no longer count it, so it must not claim their nodes).
         self.assertEqual({'host1'}, self.peers('servicegroup', 'host1'))
+        self.assertEqual({'host1'}, self.peers('servicegroup', 'host2'))
 
     def test_peer_list_limits_the_peers(self) -> None:
         for h in ('host1', 'host2', 'host3'):
@@ -123,6 +130,25 @@ class NovaMembershipTest(test.TestCase):
         self.assertEqual({n.uuid for n in nodes},
                          owned['host1'] | owned['host3'])
 
+    def _assert_one_manager_with(self, plugin: str, **ours: object) -> None:
+        hosts = ('host1', 'host2', 'host3', 'host4')
+        make_service(self.ctxt, 'host1')
+        make_service(self.ctxt, 'host2', disabled=True)
+        make_service(self.ctxt, 'host3', forced_down=True)
+        make_service(self.ctxt, 'host4')
+        views = {h: self.peers(plugin, h, **ours) for h in hosts}
+        assert_every_free_node_has_one_manager(self, views)
+        self.assertEqual({h: {'host1', 'host4'} for h in hosts}, views)
+
+    def test_servicegroup_disabled_and_forced_down_hosts_manage_nothing(
+            self) -> None:
+        self._assert_one_manager_with('servicegroup')
+
+    def test_static_disabled_and_forced_down_hosts_manage_nothing(
+            self) -> None:
+        self._assert_one_manager_with(
+            'static', peer_list=['host1', 'host2', 'host3', 'host4'])
+
     def test_disabled_new_host_is_not_a_member_of_its_own_ring(self) -> None:
         make_service(self.ctxt, 'host1')
         make_service(self.ctxt, 'host9', hypervisor_type=None, disabled=True)
@@ -133,6 +159,28 @@ class NovaMembershipTest(test.TestCase):
                                 'gossip', CONF, 'host1')
         self.assertIn('[ironic_multi] membership_driver', str(exc))
         self.assertIn('servicegroup', str(exc))
+
+
+def assert_every_free_node_has_one_manager(
+        test: Any, views: dict[str, set[str]], count: int = 300) -> None:
+    """Each host divides ``count`` free nodes with the members it sees.
+
+    Every node must have exactly one manager, whatever the algorithm.
+    """
+    nodes = [ownership_node(i) for i in range(count)]
+    managers: dict[str, list[str]] = {n.uuid: [] for n in nodes}
+    for algorithm in ('compatible', 'balanced'):
+        for host, members in views.items():
+            ring = rings.load(algorithm, members, 5)
+            for u in ownership.select(nodes, set(), ring.select, host,
+                                      partition.Scope()).owned:
+                managers[u].append(host)
+        unmanaged = [u for u, m in managers.items() if not m]
+        twice = {u: m for u, m in managers.items() if len(m) > 1}
+        test.assertEqual(([], {}), (unmanaged, twice),
+                         '%s: %d nodes unmanaged, %d managed twice'
+                         % (algorithm, len(unmanaged), len(twice)))
+        managers = {u: [] for u in managers}
 
 
 class _Node:

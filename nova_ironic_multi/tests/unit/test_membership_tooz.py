@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 import uuid
 
 from nova.conf import CONF
@@ -30,6 +31,7 @@ from nova_ironic_multi import conf as nim_conf
 from nova_ironic_multi import membership
 from nova_ironic_multi.membership import toozgroup
 from nova_ironic_multi import partition
+from nova_ironic_multi.tests.unit import test_membership
 
 REDIS_URL = os.environ.get('NIM_REDIS_URL', 'redis://127.0.0.1:6379')
 
@@ -151,6 +153,37 @@ class ToozMembershipTest(test.TestCase):
         one, two = self.member('host1'), self.member('host2')
         two.live_peers(self.part('host2'))
         self.wait_for(one, self.part('host1'), {'host2'})
+
+    def test_disabled_and_forced_down_members_are_dropped_by_everyone(
+            self) -> None:
+        # Heartbeats alone kept a disabled host in its peers' rings while it
+        # left its own: its share was managed by nobody (81 of 300 nodes).
+        hosts = ('host1', 'host2', 'host3', 'host4')
+        ctxt = nova_context.get_admin_context()
+        for host in hosts:
+            test_membership.make_service(
+                ctxt, host, disabled=(host == 'host2'),
+                forced_down=(host == 'host3'))
+        plugins = {h: self.member(h) for h in hosts}
+        for host, plugin in plugins.items():
+            plugin.live_peers(self.part(host))
+        for host, plugin in plugins.items():
+            self.wait_for_reading(plugin, set(hosts))
+        views = {h: set(p.live_peers(self.part(h)))
+                 for h, p in plugins.items()}
+        self.assertEqual({h: {'host1', 'host4'} for h in hosts}, views)
+        test_membership.assert_every_free_node_has_one_manager(self, views)
+
+    def wait_for_reading(self, plugin: Any, expected: set[str],
+                         timeout: float = 10.0) -> None:
+        """Until the raw group (before nova's facts) holds ``expected``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            reading = plugin._reading
+            if reading is not None and reading.members == expected:
+                return
+            time.sleep(0.1)
+        self.fail('group never held %s' % expected)
 
     def test_unreachable_backend_is_reported_not_hidden(self) -> None:
         self.flags(group='ironic_multi',

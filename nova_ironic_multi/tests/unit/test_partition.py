@@ -86,13 +86,14 @@ def test_partition_key_with_tooz_needs_no_peer_list() -> None:
     assert part.scope.conductor_group == 'rack-a'
 
 
-def test_peer_list_without_this_host_is_refused() -> None:
-    conf = make_conf({'partition_key': 'g', 'peer_list': ['host2', 'host3']})
-    with pytest.raises(partition.InvalidPartition) as e:
-        partition.resolve(conf, 'host1')
-    msg = str(e.value)
-    assert '[ironic_multi] peer_list' in msg
-    assert "'host1'" in msg and 'Fix' in msg
+def test_peer_list_without_this_host_resolves_without_this_host() -> None:
+    # Taking a host out of a group by SIGHUP is a valid change: the host
+    # must see the list its peers see (and leave its own ring), not keep
+    # the old list and go on claiming free nodes its peers now divide.
+    conf = make_conf({'partition_key': 'g', 'peer_list': ['host2', 'Host3']})
+    part = partition.resolve(conf, 'host1')
+    assert part.peers == frozenset({'host2', 'host3'})
+    assert part.scope.conductor_group == 'g'
 
 
 def test_peer_list_is_compared_case_insensitively() -> None:
@@ -171,11 +172,14 @@ def test_equal_peer_lists_agree() -> None:
     assert partition.resolve(conf, 'host1').peers == {'host1', 'host2'}
 
 
-def test_nova_peer_list_alone_is_honoured_and_checked() -> None:
-    conf = make_conf({}, {'peer_list': ['host2']})
-    with pytest.raises(partition.InvalidPartition,
-                       match=r'\[ironic\] peer_list'):
-        partition.resolve(conf, 'host1')
+def test_nova_peer_list_alone_is_honoured_and_named() -> None:
+    conf = make_conf({}, {'peer_list': ['host2', 'HOST1']})
+    part = partition.resolve(conf, 'host1')
+    assert part.peers == {'host1', 'host2'}
+    assert part.peers_option == '[ironic] peer_list'
+    assert partition.resolve(make_conf({'peer_list': ['host1']}),
+                             'host1').peers_option == (
+        '[ironic_multi] peer_list')
 
 
 def test_shard_without_peer_list_makes_this_host_the_only_peer() -> None:

@@ -98,6 +98,31 @@ def test_unreadable_value_is_pinned_to_the_last_good_one(
     assert listener.seen == ['rack-a', 'rack-c']
 
 
+def test_a_reload_with_one_bad_value_applies_nothing(
+        state: reload._State, conf_file: tuple[cfg.ConfigOpts, pathlib.Path],
+        caplog: pytest.LogCaptureFixture) -> None:
+    # A new peer list applied with the old group (its new value unreadable)
+    # would divide rack-a among hosts that serve another group.
+    conf, path = conf_file
+    reload.watch(conf, Listener(conf))
+    path.write_text('[ironic_multi]\npartition_key = g 1\n'
+                    'peer_list = host1,host2,host3\n')
+    conf.mutate_config_files()
+    assert conf.ironic_multi.partition_key == 'rack-a'
+    assert conf.ironic_multi.peer_list == ['host1']
+    assert ('rejected the new value of [ironic_multi] partition_key'
+            in caplog.text)
+    assert ('Reload not applied: [ironic_multi] partition_key invalid, so '
+            '[ironic_multi] peer_list stay as they were' in caplog.text)
+    # Fixed: the whole new set applies, no pin left behind.
+    path.write_text('[ironic_multi]\npartition_key = g1\n'
+                    'peer_list = host1,host2,host3\n')
+    conf.mutate_config_files()
+    assert conf.ironic_multi.partition_key == 'g1'
+    assert conf.ironic_multi.peer_list == ['host1', 'host2', 'host3']
+    assert state.pinned == set()
+
+
 def test_listeners_are_not_kept_alive(
         state: reload._State,
         conf_file: tuple[cfg.ConfigOpts, pathlib.Path]) -> None:
