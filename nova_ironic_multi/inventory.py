@@ -46,6 +46,7 @@ from nova_ironic_multi import ironic
 from nova_ironic_multi import loader
 from nova_ironic_multi import membership
 from nova_ironic_multi import nodeinfo
+from nova_ironic_multi import orphans
 from nova_ironic_multi import ownership
 from nova_ironic_multi import partition
 from nova_ironic_multi import rings
@@ -103,6 +104,10 @@ class Inventory:
         self._refreshes = 0
         self._refresh_lock = threading.Lock()
         self._update_lock = threading.Lock()
+        self._orphans = orphans.Orphans()
+        #: Nodes last logged as orphans, and as carrying unknown instances.
+        self._orphaned: frozenset[str] = frozenset()
+        self._unknown: frozenset[str] = frozenset()
 
     # Configuration -------------------------------------------------------
 
@@ -197,6 +202,10 @@ class Inventory:
             # After the listing, never before (nova bug 1841481).
             mine = set(objects.InstanceList.get_uuids_by_host(ctxt,
                                                               self.host))
+            on_nodes = {n.instance_uuid for n in nodes
+                        if n.instance_uuid is not None and
+                        ownership.in_scope(n, part.scope)}
+            found = self._orphans.find(self.host, on_nodes, mine)
             members = self.membership(part).live_peers(part)
         except (membership.MembershipUnavailable, nova_exc.NovaException,
                 oslo_messaging.MessagingException) as e:
@@ -215,14 +224,44 @@ class Inventory:
                 LOG.error('%s', e)
                 raise NotReady(str(e)) from e
 
-        division = ownership.select(nodes, mine, ring_select, part.host,
-                                    part.scope)
+        # An orphan stays with the host of its deleted instance, so nova's
+        # reaper there sees it (rule 1 for the instance it had).
+        division = ownership.select(nodes, mine | found.orphans, ring_select,
+                                    part.host, part.scope)
         owned = {n.uuid: n for n in nodes if n.uuid in division.owned}
+        self._report(nodes, found, division)
         snapshot = Snapshot(types.MappingProxyType(owned), _index(owned),
                             part, members, division)
         self._log_change(snapshot, len(nodes), listed - started,
                          time.monotonic() - listed)
         return snapshot
+
+    def _report(self, nodes: list[nodeinfo.NodeInfo], found: orphans.Found,
+                division: ownership.Division) -> None:
+        """Log orphans and unknown instances when they first appear."""
+        orphaned = frozenset(n.uuid for n in nodes
+                             if n.instance_uuid in found.orphans and
+                             n.uuid in division.owned)
+        unknown = frozenset(n.uuid for n in nodes
+                            if n.instance_uuid in found.unknown and
+                            n.uuid in division.share)
+        for node in nodes:
+            if node.uuid in orphaned - self._orphaned:
+                LOG.warning('Ironic node %(node)s still carries instance '
+                            '%(inst)s, which nova deleted while this host '
+                            'was down: this host keeps the node and lists '
+                            'the instance, so that nova\'s periodic task '
+                            'for running deleted instances ([DEFAULT] '
+                            'running_deleted_instance_action) acts on it.',
+                            {'node': node.uuid, 'inst': node.instance_uuid})
+            elif node.uuid in unknown - self._unknown:
+                LOG.warning('Ironic node %(node)s carries instance '
+                            '%(inst)s, which nova has never heard of: no '
+                            'host manages the node and nothing is deployed '
+                            'over it. If that instance is not wanted, '
+                            'undeploy the node in Ironic.',
+                            {'node': node.uuid, 'inst': node.instance_uuid})
+        self._orphaned, self._unknown = orphaned, unknown
 
     def _log_change(self, new: Snapshot, listed: int, list_seconds: float,
                     rest_seconds: float) -> None:

@@ -62,6 +62,8 @@ class Division:
     out_of_scope: int
     #: In-scope free nodes, whoever manages them.
     free: int
+    #: In-scope nodes the ring gives this host, free or not.
+    share: frozenset[str] = frozenset()
 
 
 def in_scope(node: NodeLike, scope: partition.Scope) -> bool:
@@ -104,8 +106,9 @@ def select(nodes: Iterable[NodeLike], my_instances: Collection[str],
     # then changes no other node's manager (a ring that sees only the free
     # nodes, like the balanced one, would move other nodes on every boot).
     # Rules 1 and 3 have already settled the nodes that carry instances.
-    owned.update(u for u in ring_select(in_scope_nodes, me)
-                 if u not in taken)
+    share = frozenset(ring_select(in_scope_nodes, me))
+    owned.update(share - taken)
     free = len(in_scope_nodes) - len(taken)
     return Division(owned=frozenset(owned), with_instance=with_instance,
-                    foreign=foreign, out_of_scope=out, free=free)
+                    foreign=foreign, out_of_scope=out, free=free,
+                    share=share)

@@ -20,6 +20,7 @@ from unittest import mock
 from nova.compute import power_state
 from nova.compute import provider_tree
 from nova import exception
+from nova import objects
 from nova.virt import virtapi
 import oslo_messaging
 
@@ -132,6 +133,60 @@ class DivisionTest(base.DriverTestCase):
         self.assertEqual([theirs.uuid],
                          self.drivers['host2'].list_instance_uuids())
 
+    def test_orphan_stays_with_the_host_of_its_deleted_instance(
+            self) -> None:
+        # nova-api deleted host2's instance while host2 was down (a local
+        # delete): the node is still deployed with the instance's UUID.
+        # host2 keeps it and lists the instance, so nova's reaper there
+        # (which filters list_instance_uuids to deleted instances) finds it;
+        # no other host reports it.
+        node = next(n for n in self.node_ids
+                    if self.owner_by_ring(n) == 'host3')
+        inst = self.make_instance(host='host2')
+        self.ironic.nodes[node].update(instance_uuid=inst.uuid,
+                                       provision_state=states.ACTIVE)
+        inst.destroy()
+        with self.assertLogs('nova_ironic_multi.inventory',
+                             'WARNING') as logs:
+            reported = {h: set(d.get_available_nodes())
+                        for h, d in self.drivers.items()}
+        self.assertEqual({'host2'},
+                         {h for h, nodes in reported.items() if node in nodes})
+        self.assertIn(inst.uuid, self.drivers['host2'].list_instance_uuids())
+        self.assertIn('which nova deleted while this host was down',
+                      '\n'.join(logs.output))
+        # What nova's reaper asks: deleted instances among the driver's.
+        deleted = objects.InstanceList.get_by_filters(
+            self.ctxt, {'deleted': True, 'soft_deleted': False,
+                        'uuid': self.drivers['host2'].list_instance_uuids()})
+        self.assertEqual([inst.uuid], [i.uuid for i in deleted])
+        # Torn down by the reaper: free again, and the ring's as before.
+        self.ironic.nodes[node].update(instance_uuid=None,
+                                       provision_state=states.AVAILABLE)
+        reported = {h: set(d.get_available_nodes())
+                    for h, d in self.drivers.items()}
+        self.assertEqual({'host3'},
+                         {h for h, nodes in reported.items() if node in nodes})
+
+    def test_instance_nova_never_knew_is_reported_by_the_ring_owner_only(
+            self) -> None:
+        node = next(n for n in self.node_ids
+                    if self.owner_by_ring(n) == 'host3')
+        self.ironic.nodes[node].update(instance_uuid='f' * 32,
+                                       provision_state=states.ACTIVE)
+        for host, drv in self.drivers.items():
+            with self.assertLogs('nova_ironic_multi.inventory') as logs:
+                nodes = drv.get_available_nodes()
+            self.assertNotIn(node, nodes)
+            said = [line for line in logs.output
+                    if 'which nova has never heard of' in line]
+            self.assertEqual(host == 'host3', bool(said), (host, said))
+        # Said once, not every period.
+        with self.assertLogs('nova_ironic_multi.inventory', 'DEBUG') as logs:
+            self.drivers['host3'].get_available_nodes()
+        self.assertFalse([line for line in logs.output
+                          if 'never heard of' in line])
+
     def test_node_outside_the_scope_is_never_reported(self) -> None:
         self.flags(partition_key='rack-a', peer_list=['host1'],
                    group='ironic_multi')
@@ -166,11 +221,23 @@ class DivisionTest(base.DriverTestCase):
 
     def test_invalid_reload_keeps_the_last_good_partition(self) -> None:
         before = set(self.driver.get_available_nodes())
-        self.flags(peer_list=['host2', 'host3'], group='ironic_multi')
+        self.flags(partition_key='rack-a', peer_list=['host1'],
+                   group='ironic_multi')
+        self.flags(conductor_group='rack-b', group='ironic')
         with self.assertLogs('nova_ironic_multi.inventory', 'ERROR') as logs:
             after = set(self.driver.get_available_nodes())
         self.assertEqual(before, after)
-        self.assertIn('peer_list', '\n'.join(logs.output))
+        self.assertIn('[ironic] conductor_group', '\n'.join(logs.output))
+
+    def test_host_left_out_of_peer_list_keeps_only_its_instances(
+            self) -> None:
+        inst = self.make_instance(host='host1')
+        node = self.node_ids[0]
+        self.ironic.nodes[node].update(instance_uuid=inst.uuid,
+                                       provision_state=states.ACTIVE)
+        self.assertGreater(len(self.driver.get_available_nodes()), 1)
+        self.flags(peer_list=['host2', 'host3'], group='ironic_multi')
+        self.assertEqual([node], self.driver.get_available_nodes())
 
     def test_concurrent_callers_share_refreshes(self) -> None:
         results: list[set[str]] = []

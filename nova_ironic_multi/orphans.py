@@ -1,0 +1,87 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Nodes whose instance is not a live instance of the host that holds it.
+
+Rule 3 leaves a node whose instance belongs to another host alone. Two kinds
+of such nodes are not really another host's:
+
+* an *orphan*: nova-api deleted the instance while its compute was down
+  (a local delete). The node stays deployed with the deleted instance's
+  UUID. nova's reaper (``running_deleted_instance_action``) tears it down,
+  but only on a host whose driver lists that instance: so the deleted
+  instance's own host keeps the node, as it kept it while the instance
+  lived, and lists the instance;
+* an *unknown* instance: nova has never heard of it (a node deployed by
+  hand, or by another cloud). Nobody may deploy over it; the host the ring
+  gives the node to reports it.
+
+Finding them takes one query of nova per period, for the instance UUIDs on
+nodes that are not this host's live instances. UUIDs known to be another
+host's are remembered and not asked again while they stay on their nodes:
+an instance's host only changes to this host through a takeover, and then
+the instance is this host's live instance, which drops it from the memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+import dataclasses
+from typing import Any
+
+from nova import context as nova_context
+from nova import objects
+
+
+@dataclasses.dataclass(frozen=True)
+class Found:
+    #: Deleted instances whose host was this host.
+    orphans: frozenset[str]
+    #: Instance UUIDs nova has no record of, deleted or not.
+    unknown: frozenset[str]
+
+
+NONE = Found(frozenset(), frozenset())
+
+
+class Orphans:
+    """Classifies the instances on nodes that are not this host's."""
+
+    def __init__(self) -> None:
+        self._others: frozenset[str] = frozenset()
+
+    def find(self, host: str, on_nodes: Collection[str],
+             mine: Collection[str]) -> Found:
+        """Which of ``on_nodes`` are ``host``'s orphans, or unknown to nova.
+
+        :param on_nodes: the instance UUIDs of every in-scope node.
+        :param mine: the live instances nova says ``host`` owns.
+        :raises nova.exception.NovaException: nova cannot answer.
+        """
+        others = set(on_nodes) - set(mine)
+        ask = others - self._others
+        if not ask:
+            self._others = frozenset(self._others & others)
+            return NONE
+        ctxt = nova_context.get_admin_context(read_deleted='yes')
+        found: Any = objects.InstanceList.get_by_filters(
+            ctxt, {'uuid': sorted(ask)}, expected_attrs=[])
+        me = host.lower()
+        orphans: set[str] = set()
+        known: set[str] = set()
+        for inst in found:
+            known.add(inst.uuid)
+            if inst.deleted and (inst.host or '').lower() == me:
+                orphans.add(inst.uuid)
+        # Orphans are asked again every period: the reaper ends them.
+        self._others = frozenset((self._others & others) |
+                                 (known - orphans))
+        return Found(frozenset(orphans), frozenset(ask - known))
