@@ -16,7 +16,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHES = {'rings': 'bench.rings', 'scale': 'bench.scale'}
+BENCHES = {'rings': 'bench.rings', 'scale': 'bench.scale',
+           'churn': 'bench.churn'}
 
 
 def main() -> int:
