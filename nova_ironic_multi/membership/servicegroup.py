@@ -15,8 +15,9 @@
 manage Ironic nodes (those with compute nodes of hypervisor type
 ``ironic``) and are up, so ``service_down_time`` and ``forced_down`` count
 as they do for the scheduler. This host applies the same facts to its own
-service record: if its peers do not count it, it does not count itself. ``static`` counts the hosts of ``peer_list``
-that are up and enabled, whether or not they already manage nodes.
+service record: if its peers do not count it, it does not count itself.
+``static`` counts the hosts of ``peer_list`` that are up and enabled,
+whether or not they already manage nodes.
 """
 
 from __future__ import annotations

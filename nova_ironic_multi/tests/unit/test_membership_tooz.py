@@ -167,7 +167,7 @@ class ToozMembershipTest(test.TestCase):
         plugins = {h: self.member(h) for h in hosts}
         for host, plugin in plugins.items():
             plugin.live_peers(self.part(host))
-        for host, plugin in plugins.items():
+        for plugin in plugins.values():
             self.wait_for_reading(plugin, set(hosts))
         views = {h: set(p.live_peers(self.part(h)))
                  for h, p in plugins.items()}
