@@ -271,7 +271,12 @@ class Provisioner:
                 raise exception.InstanceDeployFailure(
                     reason='instance %s was deleted or failed while its %s '
                     'was in progress' % (instance.uuid, what))
-            return self.instance_node(instance)
+            # Ironic's errors reach the wait: a failed poll is not an
+            # answer, and must not undo a deploy that is going fine.
+            node = self._ironic.node_for_instance(instance.uuid)
+            if node is None:
+                raise exception.InstanceNotFound(instance_id=instance.uuid)
+            return node
 
         def done(node: nodeinfo.NodeInfo) -> bool:
             if node.provision_state == states.ACTIVE:
@@ -290,6 +295,10 @@ class Provisioner:
                        'deploy_timeout', read, done)
         except waits.Timeout as e:
             raise exception.InstanceDeployFailure(reason=str(e)) from e
+        except ironic.IronicError as e:
+            raise exception.InstanceDeployFailure(
+                reason='cannot follow the %s of instance %s: %s'
+                % (what, instance.uuid, e)) from e
 
     # Tear-down ----------------------------------------------------------
 

@@ -458,12 +458,16 @@ class RebuildRescueTest(base.DriverTestCase):
                                 None, self.image, 'pw', None, None)
         self.assertIn('no ramdisk', str(exc))
 
-    def test_rescue_losing_ironic_midway_is_a_rescue_failure(self) -> None:
+    def test_rescue_losing_ironic_for_good_is_a_rescue_failure(self) -> None:
+        # One failed poll is polled past (test_failed_polls); an outage
+        # that outlasts the wait fails it, saying why.
+        self.flags(rescue_timeout=1, group='ironic_multi')
         real = self.ironic.set_provision_state
 
         def then_outage(node: str, target: str, **kw: Any) -> None:
             real(node, target, **kw)
-            self.ironic.fail('get_node', ironic.IronicUnavailable('down'))
+            self.ironic.fail('get_node', ironic.IronicUnavailable('down'),
+                             times=10 ** 4)
 
         self.ironic.set_provision_state = then_outage  # type: ignore
         exc = self.assertRaises(exception.InstanceRescueFailure,
