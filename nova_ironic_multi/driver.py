@@ -316,28 +316,32 @@ class IronicDriver(virt_driver.ComputeDriver):
                   'and by attach_interface', instance=instance)
 
     def unplug_vifs(self, instance: Any, network_info: Any) -> None:
-        node_uuid = instance.get('node')
-        if not node_uuid:
+        if not instance.get('node'):
             # A build rescheduled before it got a node: nothing attached.
             LOG.debug('No node for the instance; no VIF to detach',
                       instance=instance)
             return
-        vifs.unplug(self._ironic, node_uuid, network_info)
+        # (After a failed build the node may already be released.)
+        node = self._provision.held_node(instance, vifs.unplug_error,
+                                         or_free=True)
+        vifs.unplug(self._ironic, node.uuid, network_info)
 
     def attach_interface(self, context: Any, instance: Any, image_meta: Any,
                          vif: Any) -> None:
-        vifs.plug(self._ironic, provision.node_uuid_of(instance), [vif])
+        node = self._provision.held_node(instance, vifs.plug_error)
+        vifs.plug(self._ironic, node.uuid, [vif])
 
     def detach_interface(self, context: Any, instance: Any,
                          vif: Any) -> None:
-        self.unplug_vifs(instance, [vif])
+        node = self._provision.held_node(instance, vifs.unplug_error)
+        vifs.unplug(self._ironic, node.uuid, [vif])
 
     def prepare_networks_before_block_device_mapping(
             self, instance: Any, network_info: Any) -> None:
         # Attached before block devices so a volume connector on a MAC
         # can learn its IP address.
-        vifs.plug(self._ironic, provision.node_uuid_of(instance),
-                  network_info)
+        node = self._provision.held_node(instance, vifs.plug_error)
+        vifs.plug(self._ironic, node.uuid, network_info)
 
     def clean_networks_preparation(self, instance: Any,
                                    network_info: Any) -> None:

@@ -137,6 +137,14 @@ def is_transient(error: BaseException) -> bool:
     return isinstance(error, _TRANSIENT)
 
 
+def is_node_locked(error: Conflict) -> bool:
+    """Whether a 409 is Ironic's ``NodeLocked``, which a retry may cure.
+
+    (Ironic's error body carries only the message, so the message it is.)
+    """
+    return 'is locked by host' in str(error)
+
+
 def version_tuple(text: str) -> tuple[int, int]:
     major, minor = text.split('.')
     return int(major), int(minor)
@@ -396,6 +404,11 @@ class Ironic:
 
     def vif_detach(self, node_uuid: str, vif_id: str) -> None:
         self._call('vif', 'vif_detach', node_uuid, vif_id)
+
+    def vif_list(self, node_uuid: str) -> list[str]:
+        """The IDs of the VIFs attached to the node."""
+        vifs: list[Any] = self._call('vif', 'vif_list', node_uuid)
+        return [str(v.id) for v in vifs]
 
     def get_console(self, node_uuid: str) -> dict[str, Any]:
         console: dict[str, Any] = self._call('console', 'get_console',

@@ -21,6 +21,7 @@ nothing is patched while Ironic is cleaning it (nova bug 2019977).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from nova.compute import task_states
@@ -56,6 +57,11 @@ def node_uuid_of(instance: Any) -> str:
     return node_uuid
 
 
+def deploy_failure(reason: str) -> Exception:
+    error: Exception = exception.InstanceDeployFailure(reason=reason)
+    return error
+
+
 class Provisioner:
 
     def __init__(self, conf: cfg.ConfigOpts, client: ironic.Ironic,
@@ -86,6 +92,32 @@ class Provisioner:
             raise exception.NovaException(
                 'Cannot find the Ironic node of instance %s: %s'
                 % (instance.uuid, e)) from e
+
+    def held_node(self, instance: Any, error: Callable[[str], Exception],
+                  or_free: bool = False) -> nodeinfo.NodeInfo:
+        """``instance.node``, fresh from Ironic, if it holds the instance.
+
+        Every action on ``instance.node`` checks this first: a stale record
+        (the node torn down and deployed again meanwhile) must never act on
+        whatever now occupies the node.
+
+        :param error: makes the nova exception to raise, from a reason that
+            names the instance and the node.
+        :param or_free: a node that holds no instance will do too (for
+            undoing what a failed build left behind).
+        """
+        node_uuid = node_uuid_of(instance)
+        try:
+            node = self._ironic.get_node(node_uuid)
+        except ironic.IronicError as e:
+            raise error('cannot read Ironic node %s of instance %s: %s'
+                        % (node_uuid, instance.uuid, e)) from e
+        holder = node.instance_uuid
+        if holder != instance.uuid and not (or_free and holder is None):
+            raise error('Ironic node %s does not hold instance %s (it holds '
+                        '%s); refusing to act on it'
+                        % (node_uuid, instance.uuid, holder or 'none'))
+        return node
 
     def instance_node(self, instance: Any) -> nodeinfo.NodeInfo:
         """The node an instance is on, fresh from Ironic.
@@ -150,12 +182,8 @@ class Provisioner:
               injected_files: Any, admin_password: str | None,
               network_info: Any, block_device_info: Any,
               metadata: Any) -> None:
-        node_uuid = node_uuid_of(instance)
-        node = self._read(node_uuid, exception.InstanceDeployFailure)
-        if node.instance_uuid != instance.uuid:
-            raise exception.InstanceDeployFailure(
-                reason='Ironic node %s is not reserved for this instance '
-                '(it holds %s)' % (node_uuid, node.instance_uuid))
+        node = self.held_node(instance, deploy_failure)
+        node_uuid = node.uuid
         try:
             self._deploy(context, instance, node, image_meta, injected_files,
                          admin_password, network_info, block_device_info,
@@ -402,10 +430,10 @@ class Provisioner:
                 injected_files: Any, admin_password: str | None,
                 network_info: Any, preserve_ephemeral: bool,
                 metadata: Any) -> None:
+        node = self.held_node(instance, deploy_failure)
+        node_uuid = node.uuid
         instance.task_state = task_states.REBUILD_SPAWNING
         instance.save(expected_task_state=[task_states.REBUILDING])
-        node_uuid = node_uuid_of(instance)
-        node = self._read(node_uuid, exception.InstanceDeployFailure)
         patch = instance_info.deploy_patch(
             node, instance, image_meta, instance.flavor, metadata,
             preserve_ephemeral=preserve_ephemeral,
@@ -435,7 +463,8 @@ class Provisioner:
 
     def _rescue_action(self, instance: Any, verb: str, goal: str,
                        failed: str, error: type, **kwargs: Any) -> None:
-        node_uuid = node_uuid_of(instance)
+        node_uuid = self.held_node(
+            instance, lambda reason: error(reason=reason)).uuid
         try:
             self._ironic.set_provision_state(node_uuid, verb, **kwargs)
         except ironic.IronicError as e:

@@ -46,6 +46,12 @@ _ALLOWED = {
 }
 
 
+def locked(node_uuid: str) -> str:
+    """Ironic's NodeLocked message (a 409)."""
+    return ('Node %s is locked by host fake-conductor, please retry after '
+            'the current operation is completed.' % node_uuid)
+
+
 @dataclasses.dataclass
 class Port:
     uuid: str
@@ -189,7 +195,7 @@ class FakeIronic:
         self._record('release', node_uuid)
         node = self._get(node_uuid)
         if node['provision_state'] in states.TEARING_DOWN:
-            raise ironic.Conflict('Node %s is locked' % node_uuid)
+            raise ironic.Conflict(locked(node_uuid))
         node['instance_uuid'] = None
         node['instance_info'] = {}
 
@@ -197,7 +203,7 @@ class FakeIronic:
         self._record('patch', node_uuid, patch)
         node = self._get(node_uuid)
         if node['provision_state'] in states.TEARING_DOWN:
-            raise ironic.Conflict('Node %s is locked' % node_uuid)
+            raise ironic.Conflict(locked(node_uuid))
         for op in patch:
             parts = op['path'].strip('/').split('/')
             if parts[0] == 'instance_info' and len(parts) == 2:
@@ -248,7 +254,9 @@ class FakeIronic:
         self._record('vif_attach', node_uuid, vif_id)
         self._get(node_uuid)
         if vif_id in self.vifs[node_uuid]:
-            raise ironic.Conflict('VIF %s is already attached' % vif_id)
+            raise ironic.Conflict(
+                'Unable to attach VIF because VIF %s is already attached to '
+                'Ironic port %s-port' % (vif_id, node_uuid))
         self.vifs[node_uuid].append(vif_id)
 
     def vif_detach(self, node_uuid: str, vif_id: str) -> None:
@@ -257,6 +265,11 @@ class FakeIronic:
         if vif_id not in self.vifs[node_uuid]:
             raise ironic.BadRequest('VIF %s is not attached' % vif_id)
         self.vifs[node_uuid].remove(vif_id)
+
+    def vif_list(self, node_uuid: str) -> list[str]:
+        self._record('vif_list', node_uuid)
+        self._get(node_uuid)
+        return list(self.vifs[node_uuid])
 
     def get_console(self, node_uuid: str) -> dict[str, Any]:
         self._record('get_console', node_uuid)

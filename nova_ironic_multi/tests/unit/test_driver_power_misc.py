@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from typing import Any
+from unittest import mock
 
 from nova.compute import power_state
 from nova.compute import task_states
@@ -25,6 +26,7 @@ from nova_ironic_multi import ironic
 from nova_ironic_multi import states
 from nova_ironic_multi.tests.unit import base
 from nova_ironic_multi.tests.unit import fake_ironic
+from nova_ironic_multi import vifs
 
 
 class InstanceOnNode(base.DriverTestCase):
@@ -198,6 +200,104 @@ class NetworkTest(InstanceOnNode):
             self.network_info('vif-1')[0])
         self.assertIn('vif-1', str(exc))
         self.assertEqual(['vif-1'], self.ironic.vifs[self.node])
+
+    def test_attach_answered_409_is_success_only_if_the_vif_is_there(
+            self) -> None:
+        vif = self.network_info('vif-1')[0]
+        self.ironic.vifs[self.node].append('vif-1')
+        self.driver.attach_interface(self.ctxt, self.instance, None, vif)
+        self.assertEqual([(self.node,)], self.ironic.calls_to('vif_list'))
+        self.assertEqual(['vif-1'], self.ironic.vifs[self.node])
+
+    def test_attach_answered_another_409_is_an_error_naming_node_and_vif(
+            self) -> None:
+        self.ironic.fail('vif_attach', ironic.Conflict(
+            'Unable to attach VIF because VIF vif-1 is already attached to '
+            'Ironic port p-1'))
+        exc = self.assertRaises(
+            exception.VirtualInterfacePlugException,
+            self.driver.attach_interface, self.ctxt, self.instance, None,
+            self.network_info('vif-1')[0])
+        self.assertIn('vif-1', str(exc))
+        self.assertIn(self.node, str(exc))
+        self.assertIn('already attached to Ironic port p-1', str(exc))
+        self.assertEqual(1, len(self.ironic.calls_to('vif_attach')))
+
+    def test_attach_to_a_locked_node_is_retried_as_nova_configures(
+            self) -> None:
+        self.flags(api_max_retries=3, api_retry_interval=7, group='ironic')
+        self.ironic.fail('vif_attach', ironic.Conflict(
+            fake_ironic.locked(self.node)), times=2)
+        with mock.patch.object(vifs.time, 'sleep') as sleep:
+            self.driver.attach_interface(self.ctxt, self.instance, None,
+                                         self.network_info('vif-1')[0])
+        self.assertEqual(3, len(self.ironic.calls_to('vif_attach')))
+        self.assertEqual([mock.call(7), mock.call(7)], sleep.call_args_list)
+        self.assertEqual(['vif-1'], self.ironic.vifs[self.node])
+
+    def test_attach_to_a_node_that_stays_locked_is_an_error(self) -> None:
+        self.flags(api_max_retries=2, api_retry_interval=0, group='ironic')
+        self.ironic.fail('vif_attach', ironic.Conflict(
+            fake_ironic.locked(self.node)), times=5)
+        exc = self.assertRaises(
+            exception.VirtualInterfacePlugException,
+            self.driver.attach_interface, self.ctxt, self.instance, None,
+            self.network_info('vif-1')[0])
+        self.assertIn('stayed locked through 3 attempts', str(exc))
+        self.assertIn('vif-1', str(exc))
+        self.assertEqual(3, len(self.ironic.calls_to('vif_attach')))
+        self.assertEqual([], self.ironic.vifs[self.node])
+
+    def test_attach_409_whose_vifs_cannot_be_listed_is_an_error(
+            self) -> None:
+        self.ironic.fail('vif_attach', ironic.Conflict('conflict'))
+        self.ironic.fail('vif_list', ironic.IronicUnavailable('down'))
+        exc = self.assertRaises(
+            exception.VirtualInterfacePlugException,
+            self.driver.prepare_networks_before_block_device_mapping,
+            self.instance, self.network_info('vif-1'))
+        self.assertIn('cannot be listed: down', str(exc))
+
+    def stale(self) -> str:
+        """The node now holds another instance: the record is stale."""
+        self.ironic.nodes[self.node]['instance_uuid'] = 'other-instance'
+        self.ironic.vifs[self.node] = ['other-vif']
+        return 'does not hold instance %s (it holds other-instance)' % (
+            self.instance.uuid)
+
+    def test_vif_calls_never_touch_a_node_that_holds_another_instance(
+            self) -> None:
+        why = self.stale()
+        vif = self.network_info('other-vif')[0]
+        for error, call, args in [
+                (exception.VirtualInterfacePlugException,
+                 self.driver.attach_interface,
+                 (self.ctxt, self.instance, None, vif)),
+                (exception.VirtualInterfacePlugException,
+                 self.driver.prepare_networks_before_block_device_mapping,
+                 (self.instance, [vif])),
+                (exception.VirtualInterfaceUnplugException,
+                 self.driver.detach_interface, (self.ctxt, self.instance,
+                                                vif)),
+                (exception.VirtualInterfaceUnplugException,
+                 self.driver.unplug_vifs, (self.instance, [vif]))]:
+            exc = self.assertRaises(error, call, *args)
+            self.assertIn(why, str(exc))
+            self.assertIn(self.node, str(exc))
+        self.assertEqual([], self.ironic.calls_to('vif_attach'))
+        self.assertEqual([], self.ironic.calls_to('vif_detach'))
+        self.assertEqual(['other-vif'], self.ironic.vifs[self.node])
+
+    def test_unplug_after_a_failed_build_released_the_node(self) -> None:
+        self.ironic.vifs[self.node] = ['a']
+        self.ironic.nodes[self.node]['instance_uuid'] = None
+        self.driver.unplug_vifs(self.instance, self.network_info('a'))
+        self.assertEqual([], self.ironic.vifs[self.node])
+        exc = self.assertRaises(
+            exception.VirtualInterfaceUnplugException,
+            self.driver.detach_interface, self.ctxt, self.instance,
+            self.network_info('a')[0])
+        self.assertIn('(it holds none)', str(exc))
 
     def test_unplug_for_a_build_that_never_got_a_node(self) -> None:
         calls = len(self.ironic.calls)

@@ -475,6 +475,62 @@ class RebuildRescueTest(base.DriverTestCase):
                                 None, self.image, 'pw', None, None)
         self.assertIn('down', str(exc))
 
+    def stale(self) -> str:
+        """The node now holds another instance: the record is stale."""
+        self.ironic.nodes[self.node]['instance_uuid'] = 'other-instance'
+        return 'Ironic node %s does not hold instance %s (it holds ' \
+            'other-instance)' % (self.node, self.instance.uuid)
+
+    def assert_node_untouched(self) -> None:
+        self.assertEqual([], self.ironic.calls_to('patch'))
+        self.assertEqual([], self.ironic.calls_to('set_provision_state'))
+        self.assertEqual('other-instance',
+                         self.ironic.nodes[self.node]['instance_uuid'])
+        self.assertEqual(states.ACTIVE,
+                         self.ironic.nodes[self.node]['provision_state'])
+
+    def test_rebuild_never_touches_a_node_that_holds_another_instance(
+            self) -> None:
+        why = self.stale()
+        exc = self.assertRaises(exception.InstanceDeployFailure,
+                                self.rebuild)
+        self.assertIn(why, str(exc))
+        self.assert_node_untouched()
+        self.instance.save.assert_not_called()
+
+    def test_rescue_never_touches_a_node_that_holds_another_instance(
+            self) -> None:
+        why = self.stale()
+        exc = self.assertRaises(exception.InstanceRescueFailure,
+                                self.driver.rescue, self.ctxt, self.instance,
+                                None, self.image, 'pw', None, None)
+        self.assertIn(why, str(exc))
+        self.assert_node_untouched()
+
+    def test_unrescue_never_touches_a_node_that_holds_another_instance(
+            self) -> None:
+        self.ironic.nodes[self.node]['provision_state'] = states.RESCUE
+        why = self.stale()
+        exc = self.assertRaises(exception.InstanceUnRescueFailure,
+                                self.driver.unrescue, self.ctxt,
+                                self.instance)
+        self.assertIn(why, str(exc))
+        self.assertEqual([], self.ironic.calls_to('set_provision_state'))
+        self.assertEqual(states.RESCUE,
+                         self.ironic.nodes[self.node]['provision_state'])
+
+    def test_actions_on_a_node_ironic_cannot_read_fail_naming_it(
+            self) -> None:
+        self.ironic.fail('get_node', ironic.IronicUnavailable('down'))
+        exc = self.assertRaises(exception.InstanceRescueFailure,
+                                self.driver.rescue, self.ctxt, self.instance,
+                                None, self.image, 'pw', None, None)
+        self.assertIn('cannot read Ironic node %s of instance %s: down'
+                      % (self.node, self.instance.uuid), str(exc))
+        del self.ironic.nodes[self.node]
+        self.assertRaises(exception.InstanceDeployFailure, self.rebuild)
+        self.assertEqual([], self.ironic.calls_to('set_provision_state'))
+
     def test_unrescue_refused(self) -> None:
         self.assertRaises(exception.InstanceUnRescueFailure,
                           self.driver.unrescue, self.ctxt, self.instance)

@@ -372,3 +372,31 @@ def test_no_endpoint_says_which_options_to_set() -> None:
     with pytest.raises(ironic.IronicUnavailable,
                        match=r'\[ironic\] endpoint_override'):
         ironic.Ironic(conf).get_node('n')
+
+
+def test_vif_list_returns_the_ids() -> None:
+    client = ironic.Ironic(connection_conf())
+    fake = mock.Mock()
+    fake.node.vif_list.return_value = [mock.Mock(id='v1'),
+                                       mock.Mock(id='v2')]
+    client._client, client._version = fake, (1, 115)
+    assert client.vif_list('node') == ['v1', 'v2']
+    fake.node.vif_list.assert_called_once_with('node')
+
+
+@pytest.mark.parametrize('message,locked', [
+    ('Node n1 is locked by host c1, please retry after the current '
+     'operation is completed. (HTTP 409)', True),
+    ('Unable to attach VIF because VIF v1 is already attached to Ironic '
+     'port p1 (HTTP 409)', False),
+    ('Node n1 is associated with instance i1. (HTTP 409)', False),
+])
+def test_a_locked_node_is_told_from_other_conflicts(message: str,
+                                                    locked: bool) -> None:
+    client = ironic.Ironic(connection_conf(api_max_retries=0))
+    fake = mock.Mock()
+    fake.node.vif_attach.side_effect = ir_exc.Conflict(message)
+    client._client, client._version = fake, (1, 115)
+    with pytest.raises(ironic.Conflict) as e:
+        client.vif_attach('n1', 'v1')
+    assert ironic.is_node_locked(e.value) is locked
