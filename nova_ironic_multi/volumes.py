@@ -32,6 +32,26 @@ def boots_from_volume(block_device_info: Any) -> bool:
     return block_device.get_root_bdm(mapping) is not None
 
 
+def root_is_volume(block_device_info: Any, bdms: Any = None) -> bool:
+    """Whether the instance's root disk is a volume.
+
+    Decided from what the instance really has (the volume mapped at boot
+    index 0 in ``block_device_info``, or a root BDM whose destination is a
+    volume), never from the API's ``reimage_boot_volume`` flag, which nova
+    sets on every rebuild from compute API 2.93.
+    """
+    if boots_from_volume(block_device_info):
+        return True
+    return any(bdm.is_root and bdm.is_volume for bdm in bdms or ())
+
+
+def volume_ids(block_device_info: Any) -> set[str]:
+    """The IDs of the volumes mapped in ``block_device_info``."""
+    return {bdm['volume_id'] for bdm in
+            virt_driver.block_device_info_get_mapping(block_device_info)
+            if bdm.get('volume_id')}
+
+
 def add_targets(client: ironic.Ironic, node_uuid: str,
                 block_device_info: Any) -> None:
     """Record each attached volume on the node as a volume target.

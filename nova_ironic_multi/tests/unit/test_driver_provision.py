@@ -30,6 +30,29 @@ IMAGE_1 = '155d900f-4e14-4e4c-a73d-069cbf4541e6'
 IMAGE_2 = 'a2459075-d96c-40d5-893e-577ff92e721c'
 
 
+def volume_bdm(ctxt: Any, instance: Any, volume_id: str = 'vol-1',
+               boot_index: int | None = 0) -> Any:
+    """A BlockDeviceMapping object of an iSCSI volume of ``instance``."""
+    from nova.tests.unit import fake_block_device
+    return fake_block_device.fake_bdm_object(
+        ctxt, {'source_type': 'volume', 'destination_type': 'volume',
+               'boot_index': boot_index, 'volume_id': volume_id,
+               'connection_info': '{"driver_volume_type": "iscsi",'
+               ' "data": {"target_lun": 1}}',
+               'device_name': '/dev/sda' if boot_index == 0 else '/dev/sdb',
+               'instance_uuid': instance.uuid})
+
+
+def block_device_info(ctxt: Any, instance: Any, *bdms: Any
+                      ) -> dict[str, Any]:
+    """block_device_info of ``bdms`` (default: an iSCSI boot volume)."""
+    from nova.virt import block_device as driver_block_device
+    bdms = bdms or (volume_bdm(ctxt, instance),)
+    return {'block_device_mapping':
+            [driver_block_device.DriverVolumeBlockDevice(b) for b in bdms],
+            'root_device_name': '/dev/sda'}
+
+
 class ReservationTest(base.DriverTestCase):
 
     def setUp(self) -> None:
@@ -139,18 +162,7 @@ class SpawnTest(base.DriverTestCase):
 
     def boot_volume(self) -> dict[str, Any]:
         """block_device_info of an iSCSI boot volume, vol-1."""
-        from nova.tests.unit import fake_block_device
-        from nova.virt import block_device as driver_block_device
-        bdm = fake_block_device.fake_bdm_object(
-            self.ctxt, {'source_type': 'volume', 'destination_type': 'volume',
-                        'boot_index': 0, 'volume_id': 'vol-1',
-                        'connection_info': '{"driver_volume_type": "iscsi",'
-                        ' "data": {"target_lun": 1}}',
-                        'device_name': '/dev/sda',
-                        'instance_uuid': self.instance.uuid})
-        return {'block_device_mapping':
-                [driver_block_device.DriverVolumeBlockDevice(bdm)],
-                'root_device_name': '/dev/sda'}
+        return block_device_info(self.ctxt, self.instance)
 
     def spawn(self, **kwargs: Any) -> None:
         self.driver.spawn(self.ctxt, self.instance, self.image, [],
@@ -422,9 +434,41 @@ class RebuildRescueTest(base.DriverTestCase):
         self.assertEqual(states.ACTIVE,
                          self.ironic.nodes[self.node]['provision_state'])
 
-    def test_rebuild_of_a_volume_is_refused(self) -> None:
-        self.assertRaises(exception.NovaException, self.rebuild,
-                          reimage_boot_volume=True)
+    def test_rebuild_at_2_93_of_an_image_backed_server(self) -> None:
+        # nova's API passes reimage_boot_volume=True on every rebuild from
+        # microversion 2.93; a data volume does not make the root a volume.
+        data = volume_bdm(self.ctxt, self.instance, 'data-1', None)
+        self.driver.rebuild(
+            self.ctxt, self.instance, self.image, [], None, {}, [data],
+            None, None, network_info=self.network_info(),
+            block_device_info=block_device_info(self.ctxt, self.instance,
+                                                data),
+            reimage_boot_volume=True)
+        self.assertEqual('rebuild',
+                         self.ironic.calls_to('set_provision_state')[0][1])
+        self.assertEqual(states.ACTIVE,
+                         self.ironic.nodes[self.node]['provision_state'])
+
+    def test_rebuild_of_a_volume_backed_server_is_refused(self) -> None:
+        root = volume_bdm(self.ctxt, self.instance)
+        for kwargs in ({'block_device_info': block_device_info(
+                            self.ctxt, self.instance, root)},
+                       {'bdms': [root]}):
+            for reimage in (True, False):
+                exc = self.assertRaises(
+                    exception.InstanceFaultRollback, self.driver.rebuild,
+                    self.ctxt, self.instance, self.image, [], None, {},
+                    kwargs.get('bdms', []), None, None,
+                    network_info=self.network_info(),
+                    block_device_info=kwargs.get('block_device_info'),
+                    reimage_boot_volume=reimage)
+                # nova keeps the server as it was and reports the reason.
+                self.assertIsInstance(exc.inner_exception,
+                                      exception.NovaException)
+                self.assertIn('boots from a volume',
+                              str(exc.inner_exception))
+        self.assertEqual([], self.ironic.calls_to('set_provision_state'))
+        self.assertEqual([], self.ironic.calls_to('patch'))
 
     def test_rebuild_refused_by_ironic(self) -> None:
         self.ironic.fail('set_provision_state',
