@@ -245,7 +245,7 @@ class IronicDriver(virt_driver.ComputeDriver):
     def destroy(self, context: Any, instance: Any, network_info: Any,
                 block_device_info: Any = None, destroy_disks: bool = True,
                 destroy_secrets: bool = True) -> None:
-        self._provision.teardown(instance, network_info)
+        self._provision.teardown(instance, network_info, block_device_info)
 
     def rebuild(self, context: Any, instance: Any, image_meta: Any,
                 injected_files: Any, admin_password: Any, allocations: Any,
