@@ -15,8 +15,9 @@ Every wait is bounded (``[ironic_multi] poll_interval`` and the per-action
 timeouts). A deploy that fails for any reason tears down what it did and
 releases the node before the error reaches nova, with the reason in the
 message. Tear-down never fights Ironic: a deployed node is only asked to
-undeploy (Ironic's tear-down detaches VIFs and clears the node itself), and
-nothing is patched while Ironic is cleaning it (nova bug 2019977).
+undeploy (Ironic's tear-down detaches VIFs and clears the node itself), its
+volume targets are removed once it rests, and nothing is asked of a node
+Ironic is cleaning (nova bug 2019977).
 """
 
 from __future__ import annotations
@@ -195,7 +196,7 @@ class Provisioner:
                           instance=instance)
                 try:
                     # (Refreshes the cached node when it succeeds.)
-                    self.teardown(instance, network_info)
+                    self.teardown(instance, network_info, block_device_info)
                 except Exception:
                     LOG.exception('Undoing the failed deploy on node %s '
                                   'failed too', node_uuid, instance=instance)
@@ -223,6 +224,7 @@ class Provisioner:
             ephemeral_format=self._conf.default_ephemeral_format)
         self._call(instance, 'writing instance_info', self._ironic.patch,
                    node.uuid, patch)
+        volumes.remove_stale_targets(self._ironic, node.uuid)
         volumes.add_targets(self._ironic, node.uuid, block_device_info)
         if flavor.ephemeral_gb:
             # cloud-init reads the default ephemeral device from metadata.
@@ -330,13 +332,15 @@ class Provisioner:
 
     # Tear-down ----------------------------------------------------------
 
-    def teardown(self, instance: Any, network_info: Any) -> None:
+    def teardown(self, instance: Any, network_info: Any,
+                 block_device_info: Any = None) -> None:
         """Undo everything of ``instance`` on its node; idempotent.
 
         A deployed node is asked to undeploy and waited for; Ironic's own
-        tear-down then detaches VIFs and clears the node. A node that was
-        only reserved gets its volume targets, VIFs and reservation
-        removed here.
+        tear-down then detaches VIFs and clears the node, and the volume
+        targets of the instance's volumes (``block_device_info``) are
+        removed once the node rests. A node that was only reserved gets its
+        volume targets, VIFs and reservation removed here.
 
         :raises nova.exception.InstanceTerminationFailure: Ironic did not
             finish within ``unprovision_timeout`` or refused.
@@ -358,9 +362,13 @@ class Provisioner:
                                               'state': state},
                      instance=instance)
             self._wait_unprovisioned(instance, node.uuid)
+            self._remove_volume_targets(instance, node.uuid,
+                                        block_device_info)
         elif (state in states.DEPLOYED_LIKE or
               state not in states.KNOWN_PROVISION_STATES):
             self._undeploy(instance, node)
+            self._remove_volume_targets(instance, node.uuid,
+                                        block_device_info)
         else:
             self._unreserve(instance, node, network_info)
         self._remember(node.uuid)
@@ -411,6 +419,56 @@ class Provisioner:
                 raise exception.InstanceTerminationFailure(
                     reason='cannot release Ironic node %s: %s'
                     % (node_uuid, e)) from e
+
+    def _remove_volume_targets(self, instance: Any, node_uuid: str,
+                               block_device_info: Any) -> None:
+        """Remove the instance's volume targets once the node rests.
+
+        Ironic 39 removes volume targets only through its API, never in its
+        tear-down, and only from a node that is powered off or manageable
+        and not locked. So wait for the tear-down, cleaning included, to be
+        over: nothing is asked of a node Ironic is cleaning (nova bug
+        2019977). Failures are logged: the delete itself is done, and
+        whatever is left is removed before the node's next deploy.
+        """
+        volume_ids = volumes.volume_ids(block_device_info)
+        if not volume_ids:
+            return
+
+        def settled(node: nodeinfo.NodeInfo) -> bool:
+            # A clean hold waits for an operator: do not wait for it.
+            return ((node.provision_state not in states.TEARING_DOWN and
+                     node.target_provision_state is None) or
+                    node.provision_state == states.CLEANHOLD or
+                    node.instance_uuid not in (None, instance.uuid))
+
+        error: Any = None
+        try:
+            if not volumes.has_targets(self._ironic, node_uuid, volume_ids):
+                return
+            node = self._wait('the end of the tear-down of node %s'
+                              % node_uuid, 'unprovision_timeout',
+                              lambda: self._ironic.get_node(node_uuid),
+                              settled)
+            if node.instance_uuid not in (None, instance.uuid):
+                # The next instance's deploy removes them first.
+                return
+            if node.provision_state in states.TEARING_DOWN:
+                error = 'node %s is in %s' % (node_uuid,
+                                              node.provision_state)
+            elif not volumes.remove_targets(self._ironic, node_uuid,
+                                            volume_ids):
+                error = 'Ironic refused to remove some (logged above)'
+        except (waits.Timeout, ironic.IronicError) as e:
+            error = e
+        if error is None:
+            LOG.info('Volume targets of the instance removed from node %s',
+                     node_uuid, instance=instance)
+        else:
+            LOG.warning('Volume targets of the instance stay on node '
+                        '%(node)s until its next deploy: %(error)s',
+                        {'node': node_uuid, 'error': error},
+                        instance=instance)
 
     def _unreserve(self, instance: Any, node: nodeinfo.NodeInfo,
                    network_info: Any) -> None:

@@ -81,6 +81,8 @@ class FakeIronic:
         self.listed_pages: list[dict[str, Any]] = []
         #: nodes Ironic returns whatever the filter (server-side bugs).
         self.ignore_filters = False
+        #: a tear-down goes through ``cleaning`` (``steps`` more reads).
+        self.cleaning = False
 
     # Set-up -----------------------------------------------------------
 
@@ -127,6 +129,8 @@ class FakeIronic:
             return
         node['_pending'] = None
         node.update(pending['final'])
+        if pending.get('then'):
+            node['_pending'] = {'left': self.steps, 'final': pending['then']}
 
     def _info(self, node: dict[str, Any]) -> nodeinfo.NodeInfo:
         return nodeinfo.NodeInfo.from_api(
@@ -229,13 +233,22 @@ class FakeIronic:
         transient, final = _PROVISION[target]
         done: dict[str, Any] = {'provision_state': final,
                                 'target_provision_state': None}
+        then = None
         if target == 'deleted':
-            done.update(instance_uuid=None, instance_info={})
+            # Ironic's tear-down powers the node off and clears it.
+            done.update(instance_uuid=None, instance_info={},
+                        power_state=states.POWER_OFF)
             self.vifs.pop(node_uuid, None)
+            if self.cleaning:
+                then = dict(done)
+                done.update(provision_state=states.CLEANING,
+                            target_provision_state=states.AVAILABLE)
         if kwargs.get('configdrive') is not None:
             node['instance_info']['configdrive'] = kwargs['configdrive']
         self._schedule(node, {'provision_state': transient,
                               'target_provision_state': final}, done)
+        if then:
+            node['_pending']['then'] = then
 
     def set_power_state(self, node_uuid: str, target: str,
                         soft: bool = False,
@@ -301,9 +314,21 @@ class FakeIronic:
 
     def delete_volume_target(self, target_uuid: str) -> None:
         self._record('delete_volume_target', target_uuid)
-        for targets in self.targets.values():
+        for node_uuid, targets in self.targets.items():
             for t in list(targets):
                 if t.uuid == target_uuid:
+                    node = self._get(node_uuid)
+                    # Ironic's rules: the node's lock, then its state.
+                    if node['provision_state'] in (states.DELETING,
+                                                   states.CLEANING):
+                        raise ironic.Conflict('Node %s is locked'
+                                              % node_uuid)
+                    if (node['provision_state'] not in (
+                            states.MANAGEABLE, states.ENROLL) and
+                            node['power_state'] != states.POWER_OFF):
+                        raise ironic.BadRequest(
+                            'volume target deletion on node %s in power '
+                            'state %s' % (node_uuid, node['power_state']))
                     targets.remove(t)
                     return
         raise ironic.NodeNotFound(target_uuid)

@@ -457,3 +457,17 @@ class NetworkMetadataTest(InstanceOnNode):
         self.assertEqual('phy', links['p1']['type'])
         phy = next(lk for lk in md['links'] if lk.get('vif_id') == 'vif-2')
         self.assertEqual('52:54:00:00:00:03', phy['ethernet_mac_address'])
+
+
+class MigrationTest(InstanceOnNode):
+
+    def test_live_migration_fails_its_pre_check(self) -> None:
+        # nova's conductor keeps the server ACTIVE on a pre-check error;
+        # NotImplementedError there would put it in ERROR.
+        before = len(self.ironic.calls)
+        exc = self.assertRaises(
+            exception.MigrationPreCheckError,
+            self.driver.check_can_live_migrate_destination,
+            self.ctxt, self.instance, {}, {})
+        self.assertIn('live migration is not supported', str(exc))
+        self.assertEqual(before, len(self.ironic.calls))
