@@ -283,7 +283,9 @@ class Ironic:
     @staticmethod
     def _retriable(error: IronicError, retry: Retry) -> bool:
         if isinstance(error, Conflict):
-            return bool(retry & Retry.LOCKED)
+            # Only a lock goes away by itself; any other 409 (already
+            # associated, a duplicate volume target) would repeat.
+            return bool(retry & Retry.LOCKED) and is_node_locked(error)
         return bool(retry & Retry.TRANSIENT) and is_transient(error)
 
     # Reading nodes ------------------------------------------------------
@@ -397,10 +399,9 @@ class Ironic:
         self._call('nmi', 'inject_nmi', node_uuid, retry=Retry.LOCKED)
 
     def vif_attach(self, node_uuid: str, vif_id: str) -> None:
-        # A 409 is an answer (see vifs.plug); a repeat after a lost answer
-        # is one too, so transient failures may be retried.
-        self._call('vif', 'vif_attach', node_uuid, vif_id,
-                   retry=Retry.TRANSIENT)
+        # A locked node is retried; any other 409 is an answer (see
+        # vifs.plug), and so is a repeat after a lost answer.
+        self._call('vif', 'vif_attach', node_uuid, vif_id)
 
     def vif_detach(self, node_uuid: str, vif_id: str) -> None:
         self._call('vif', 'vif_detach', node_uuid, vif_id)

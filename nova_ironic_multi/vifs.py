@@ -14,8 +14,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-import itertools
-import time
 from typing import Any
 
 from nova import exception
@@ -66,34 +64,29 @@ def plug(client: ironic.Ironic, node_uuid: str,
 
 
 def _attach(client: ironic.Ironic, node_uuid: str, vif: str) -> None:
-    retries = cfg.CONF[ironic.GROUP].api_max_retries
-    for attempt in itertools.count(1):
-        try:
-            client.vif_attach(node_uuid, vif)
-            return
-        except ironic.Conflict as e:
-            conflict = e
-        except ironic.IronicError as e:
-            raise plug_error('cannot attach VIF %s to node %s: %s'
-                             % (vif, node_uuid, e)) from e
-        if _attached(client, node_uuid, vif, conflict):
-            LOG.debug('VIF %(vif)s already attached to node %(node)s',
-                      {'vif': vif, 'node': node_uuid})
-            return
-        if not ironic.is_node_locked(conflict):
-            raise plug_error('Ironic refused to attach VIF %s to node %s '
-                             '(it is not attached there): %s'
-                             % (vif, node_uuid, conflict)) from conflict
-        if attempt > retries:
-            raise plug_error('cannot attach VIF %s to node %s: the node '
-                             'stayed locked through %d attempts: %s'
-                             % (vif, node_uuid, attempt, conflict)
-                             ) from conflict
-        LOG.debug('Node %(node)s is locked; attaching VIF %(vif)s again, '
-                  'retry %(n)d of %(max)d',
-                  {'node': node_uuid, 'vif': vif, 'n': attempt,
-                   'max': retries})
-        time.sleep(cfg.CONF[ironic.GROUP].api_retry_interval)
+    # Ironic.vif_attach already retried a locked node.
+    try:
+        client.vif_attach(node_uuid, vif)
+        return
+    except ironic.Conflict as e:
+        conflict = e
+    except ironic.IronicError as e:
+        raise plug_error('cannot attach VIF %s to node %s: %s'
+                         % (vif, node_uuid, e)) from e
+    if _attached(client, node_uuid, vif, conflict):
+        LOG.debug('VIF %(vif)s already attached to node %(node)s',
+                  {'vif': vif, 'node': node_uuid})
+        return
+    if ironic.is_node_locked(conflict):
+        raise plug_error('cannot attach VIF %s to node %s: the node stayed '
+                         'locked through [ironic] api_max_retries = %d '
+                         'retries: %s'
+                         % (vif, node_uuid,
+                            cfg.CONF[ironic.GROUP].api_max_retries,
+                            conflict)) from conflict
+    raise plug_error('Ironic refused to attach VIF %s to node %s (it is not '
+                     'attached there): %s'
+                     % (vif, node_uuid, conflict)) from conflict
 
 
 def _attached(client: ironic.Ironic, node_uuid: str, vif: str,

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 from typing import Any
-from unittest import mock
 
 from nova.compute import power_state
 from nova.compute import task_states
@@ -26,7 +25,6 @@ from nova_ironic_multi import ironic
 from nova_ironic_multi import states
 from nova_ironic_multi.tests.unit import base
 from nova_ironic_multi.tests.unit import fake_ironic
-from nova_ironic_multi import vifs
 
 
 class InstanceOnNode(base.DriverTestCase):
@@ -223,29 +221,19 @@ class NetworkTest(InstanceOnNode):
         self.assertIn('already attached to Ironic port p-1', str(exc))
         self.assertEqual(1, len(self.ironic.calls_to('vif_attach')))
 
-    def test_attach_to_a_locked_node_is_retried_as_nova_configures(
-            self) -> None:
-        self.flags(api_max_retries=3, api_retry_interval=7, group='ironic')
-        self.ironic.fail('vif_attach', ironic.Conflict(
-            fake_ironic.locked(self.node)), times=2)
-        with mock.patch.object(vifs.time, 'sleep') as sleep:
-            self.driver.attach_interface(self.ctxt, self.instance, None,
-                                         self.network_info('vif-1')[0])
-        self.assertEqual(3, len(self.ironic.calls_to('vif_attach')))
-        self.assertEqual([mock.call(7), mock.call(7)], sleep.call_args_list)
-        self.assertEqual(['vif-1'], self.ironic.vifs[self.node])
-
     def test_attach_to_a_node_that_stays_locked_is_an_error(self) -> None:
+        # Ironic.vif_attach retried the lock (test_ironic_client); what is
+        # left is an error that says so, never a silent success.
         self.flags(api_max_retries=2, api_retry_interval=0, group='ironic')
         self.ironic.fail('vif_attach', ironic.Conflict(
-            fake_ironic.locked(self.node)), times=5)
+            fake_ironic.locked(self.node)))
         exc = self.assertRaises(
             exception.VirtualInterfacePlugException,
             self.driver.attach_interface, self.ctxt, self.instance, None,
             self.network_info('vif-1')[0])
-        self.assertIn('stayed locked through 3 attempts', str(exc))
+        self.assertIn('stayed locked', str(exc))
+        self.assertIn('api_max_retries = 2', str(exc))
         self.assertIn('vif-1', str(exc))
-        self.assertEqual(3, len(self.ironic.calls_to('vif_attach')))
         self.assertEqual([], self.ironic.vifs[self.node])
 
     def test_attach_409_whose_vifs_cannot_be_listed_is_an_error(

@@ -114,6 +114,10 @@ def test_shard_scope_on_an_old_ironic_is_refused_not_widened() -> None:
         nodeinfo.LISTING_FIELDS)
 
 
+LOCKED = ('Node node is locked by host c1, please retry after the current '
+          'operation is completed.')
+
+
 def test_a_locked_node_is_retried_as_nova_configures() -> None:
     sleeps: list[float] = []
     client = ironic.Ironic(connection_conf(api_max_retries=3,
@@ -121,15 +125,27 @@ def test_a_locked_node_is_retried_as_nova_configures() -> None:
                            sleep=sleeps.append)
     fake = mock.Mock()
     fake.node.set_power_state.side_effect = [
-        ir_exc.Conflict('locked'), ir_exc.Conflict('locked'), None]
+        ir_exc.Conflict(LOCKED), ir_exc.Conflict(LOCKED), None]
     client._client, client._version = fake, (1, 115)
     client.set_power_state('node', 'on')
     assert fake.node.set_power_state.call_count == 3
     assert sleeps == [7, 7]
-    fake.node.set_power_state.side_effect = ir_exc.Conflict('locked')
+    fake.node.set_power_state.side_effect = ir_exc.Conflict(LOCKED)
     with pytest.raises(ironic.Conflict):
         client.set_power_state('node', 'on')
     assert fake.node.set_power_state.call_count == 3 + 4
+
+
+def test_a_conflict_other_than_a_lock_is_an_answer_not_retried() -> None:
+    # Retrying a duplicate volume target would only repeat the 409 for
+    # api_max_retries x api_retry_interval seconds (two minutes by default).
+    client, fake, sleeps = fake_client(api_max_retries=60)
+    fake.volume_target.create.side_effect = ir_exc.Conflict(
+        'A volume target with the boot index 0 already exists for node')
+    with pytest.raises(ironic.Conflict):
+        client.create_volume_target(node_uuid='node', boot_index=0)
+    assert fake.volume_target.create.call_count == 1
+    assert sleeps == []
 
 
 def fake_client(**opts: Any) -> tuple[ironic.Ironic, Any, list[float]]:
@@ -274,15 +290,17 @@ def test_the_listing_is_not_retried_the_next_period_is() -> None:
     assert fake.node.list.call_count == 1
 
 
-def test_vif_attach_retries_transient_failures_but_not_409() -> None:
+def test_vif_attach_retries_transient_failures_and_locks_not_409s(
+        ) -> None:
     client, fake, sleeps = fake_client(api_max_retries=60)
-    fake.node.vif_attach.side_effect = [NO_FREE_WORKER, None]
+    fake.node.vif_attach.side_effect = [
+        NO_FREE_WORKER, ir_exc.Conflict(LOCKED), None]
     client.vif_attach('node', 'vif')
-    assert fake.node.vif_attach.call_count == 2
+    assert fake.node.vif_attach.call_count == 3
     fake.node.vif_attach.side_effect = ir_exc.Conflict('attached')
     with pytest.raises(ironic.Conflict):
         client.vif_attach('node', 'vif')
-    assert fake.node.vif_attach.call_count == 3
+    assert fake.node.vif_attach.call_count == 4
 
 
 def test_an_nmi_is_never_repeated_after_a_lost_answer() -> None:
