@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 from unittest import mock
 
@@ -372,3 +373,15 @@ def test_no_endpoint_says_which_options_to_set() -> None:
     with pytest.raises(ironic.IronicUnavailable,
                        match=r'\[ironic\] endpoint_override'):
         ironic.Ironic(conf).get_node('n')
+
+
+def test_the_clients_own_retry_errors_are_not_logged(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # With its retries off, python-ironicclient logs every 503 at ERROR
+    # ("Attempt 1 of 1") before _call retries it, perhaps successfully.
+    ironic.Ironic(connection_conf())
+    client_log = logging.getLogger('ironicclient.common.http')
+    client_log.error('Error contacting Ironic server: No free conductor '
+                     'workers (HTTP 503). Attempt 1 of 1')
+    client_log.error('something else')
+    assert [r.getMessage() for r in caplog.records] == ['something else']
