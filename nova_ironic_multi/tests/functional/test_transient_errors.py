@@ -25,8 +25,8 @@ from nova_ironic_multi.tests.fixtures import fault_proxy
 from nova_ironic_multi.tests.functional import base
 
 SERVERS = 6
-#: nova's [ironic] api_max_retries for these tests: 4 attempts a request.
-RETRIES = 3
+#: nova's [ironic] api_max_retries for these tests: 3 attempts a request.
+RETRIES = 2
 PROVISION = r'^/v1/nodes/[^/?]+/states/provision$'
 POWER = r'^/v1/nodes/[^/?]+/states/power$'
 #: A node read by node uuid (the tear-down wait's poll).
