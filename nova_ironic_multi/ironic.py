@@ -53,6 +53,7 @@ import collections
 from collections.abc import Iterator
 import contextlib
 import enum
+import logging as std_logging
 import threading
 import time
 from typing import Any
@@ -173,6 +174,29 @@ def translated(what: str) -> Iterator[None]:
         raise IronicUnavailable('%s: %s' % (what, e)) from e
 
 
+class _ClientRetryLog(std_logging.Filter):
+    """Drops python-ironicclient's own retry-loop lines.
+
+    With its retries off, the client logs every 503 or failed connection
+    at ERROR ("Attempt 1 of 1") before raising it, even when
+    :meth:`Ironic._call` then retries and succeeds; ``_call`` logs what
+    really happens.
+    """
+
+    def filter(self, record: std_logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(
+            'Error contacting Ironic server')
+
+
+_CLIENT_LOG = 'ironicclient.common.http'
+
+
+def _quiet_client_retry_log() -> None:
+    logger = std_logging.getLogger(_CLIENT_LOG)
+    if not any(isinstance(f, _ClientRetryLog) for f in logger.filters):
+        logger.addFilter(_ClientRetryLog())
+
+
 class Ironic:
     """A thread-safe, lazily connected Ironic API client."""
 
@@ -183,6 +207,7 @@ class Ironic:
         self._client: Any = None
         self._version: tuple[int, int] | None = None
         self._sleep = sleep
+        _quiet_client_retry_log()
         #: Requests sent, by kind; read by benchmarks and logs.
         self.requests: collections.Counter[str] = collections.Counter()
 

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 from unittest import mock
 
@@ -418,3 +419,15 @@ def test_a_locked_node_is_told_from_other_conflicts(message: str,
     with pytest.raises(ironic.Conflict) as e:
         client.vif_attach('n1', 'v1')
     assert ironic.is_node_locked(e.value) is locked
+
+
+def test_the_clients_own_retry_errors_are_not_logged(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # With its retries off, python-ironicclient logs every 503 at ERROR
+    # ("Attempt 1 of 1") before _call retries it, perhaps successfully.
+    ironic.Ironic(connection_conf())
+    client_log = logging.getLogger('ironicclient.common.http')
+    client_log.error('Error contacting Ironic server: No free conductor '
+                     'workers (HTTP 503). Attempt 1 of 1')
+    client_log.error('something else')
+    assert [r.getMessage() for r in caplog.records] == ['something else']
