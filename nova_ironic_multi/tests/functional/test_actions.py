@@ -27,6 +27,7 @@ from unittest import mock
 import fixtures
 from nova.tests.functional.api import client as api_client
 
+from nova_ironic_multi import driver
 from nova_ironic_multi import states
 from nova_ironic_multi.tests.functional import base
 
@@ -339,8 +340,20 @@ class RefusedActionsTest(ActionsTestBase):
 
         # Live migration: every destination fails nova's pre-check, so no
         # host is found; the server stays ACTIVE where it was.
-        self.api.post_server_action(
-            server['id'],
-            {'os-migrateLive': {'host': None, 'block_migration': 'auto'}})
-        self.migration(server, 'live-migration', 'error')
+        asked = []
+        real = driver.IronicDriver.check_can_live_migrate_destination
+
+        def check(self_: Any, *args: Any, **kwargs: Any) -> Any:
+            asked.append(self_._inventory.host)
+            return real(self_, *args, **kwargs)
+
+        with mock.patch.object(driver.IronicDriver,
+                               'check_can_live_migrate_destination', check):
+            self.api.post_server_action(
+                server['id'],
+                {'os-migrateLive': {'host': None,
+                                    'block_migration': 'auto'}})
+            self.migration(server, 'live-migration', 'error')
         unchanged()
+        # Each other host was asked, and each refused.
+        self.assertEqual({'host1', 'host2', 'host3'} - {host}, set(asked))
