@@ -19,8 +19,9 @@
   one policy, :meth:`Ironic._call`, decides per request, and the counts
   are nova's ``[ironic] api_max_retries`` / ``api_retry_interval``:
 
-  - a 409 (a conductor holds the node's lock) is retried, except where it
-    is the answer (the reservation, VIF attach);
+  - a 409 saying a conductor holds the node's lock (:func:`is_node_locked`)
+    is retried, except for the reservation; any other 409 (already
+    associated, already attached, a duplicate volume target) is an answer;
   - a transient failure (:func:`is_transient`: a 503, which Ironic answers
     with ``NoFreeConductorWorker`` when its conductors are busy, before it
     acts; or a failed connection, but not an answer that timed out) is
@@ -90,7 +91,7 @@ class NodeNotFound(IronicError):
 
 
 class Conflict(IronicError):
-    """Ironic answered 409 (node locked or already associated)."""
+    """Ironic answered 409 (node locked, or a conflicting resource)."""
 
 
 class BadRequest(IronicError):
