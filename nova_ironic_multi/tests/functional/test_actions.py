@@ -239,6 +239,17 @@ class PowerAndConsoleTest(ActionsTestBase):
         self.assertIn('Unavailable console type vnc', str(exc))
         self.assertTrue(self.ironic.client.node.get_console(node)[
             'console_enabled'])
+        # The serial console, enabled in nova: the driver resets Ironic's
+        # console for its one user, finds no socat server, and says so.
+        self.flags(enabled=True, group='serial_console')
+        exc = self.assertRaises(
+            api_client.OpenStackApiException, self.api.api_post,
+            '/servers/%s/remote-consoles' % server['id'],
+            {'remote_console': {'protocol': 'serial', 'type': 'serial'}})
+        self.assertEqual(400, exc.response.status_code)
+        self.assertIn('Unavailable console type serial', str(exc))
+        self.assertTrue(self.ironic.client.node.get_console(node)[
+            'console_enabled'])
 
         # Interface attach and detach (nova's neutron fixture), through
         # Ironic's VIF API. Ironic's noop network interface accepts VIFs
