@@ -40,6 +40,11 @@ from nova_ironic_multi.tests.fixtures import ironic_server
 
 HOSTS = ('host1', 'host2', 'host3')
 
+#: Seconds to wait for nova to finish an action. nova's helpers wait 5 s
+#: for a server state and 10 s for a notification; a deploy on a busy test
+#: machine takes longer.
+PATIENCE = 120
+
 
 def api_paste_ini() -> str:
     for f in importlib.metadata.files('nova') or []:
@@ -91,6 +96,10 @@ class IronicCellTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         self.flags(poll_interval=0.1, group='ironic_multi')
         self.flags(mkisofs_cmd=ironic_server.bin_path('pycdlib-genisoimage'))
         self.ctxt = nova_context.get_admin_context()
+        wait = self.notifier.wait_for_versioned_notifications
+        self.notifier.wait_for_versioned_notifications = (
+            lambda event_type, n_events=1, timeout=10.0: wait(
+                event_type, n_events, max(timeout, PATIENCE)))
         self.configure()
         if self.START_COMPUTES:
             for host in HOSTS:
@@ -100,6 +109,14 @@ class IronicCellTestCase(integrated_helpers.ProviderUsageBaseTestCase):
 
     def configure(self) -> None:
         """Hook: configuration after nova's fixtures, before the computes."""
+
+    def _wait_for_server_parameter(self, server: Any, expected_params: Any,
+                                   max_retries: int = 10, api: Any = None,
+                                   wait_for_fault_key: bool = True) -> Any:
+        # (nova polls every 0.5 s.)
+        return super()._wait_for_server_parameter(
+            server, expected_params, max(max_retries, PATIENCE * 2),
+            api=api, wait_for_fault_key=wait_for_fault_key)
 
     # What the operator would look at ------------------------------------
 

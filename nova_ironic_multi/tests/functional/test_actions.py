@@ -31,9 +31,6 @@ from nova_ironic_multi import driver
 from nova_ironic_multi import states
 from nova_ironic_multi.tests.functional import base
 
-#: Seconds to wait for nova to finish an action.
-PATIENCE = 120
-
 #: A whole-disk image, as Glance would describe one to Ironic.
 WHOLE_DISK_IMAGE = {
     'id': '8f1c2a4e-2b6e-4d55-9a51-0f4c3c7d9e21',
@@ -77,19 +74,6 @@ class ActionsTestBase(base.IronicCellTestCase):
             self.glance.create(None, dict(image))
         self.flavor = self.baremetal_flavor()
         self.unbinding_an_unbound_port_is_fine()
-        # nova's helpers wait 5 s for a state and 10 s for a notification;
-        # a deploy on a busy test machine takes longer.
-        wait = self.notifier.wait_for_versioned_notifications
-        self.notifier.wait_for_versioned_notifications = (
-            lambda event_type, n_events=1, timeout=10.0: wait(
-                event_type, n_events, max(timeout, PATIENCE)))
-
-    def _wait_for_server_parameter(self, server: Any, expected_params: Any,
-                                   max_retries: int = 10, api: Any = None,
-                                   wait_for_fault_key: bool = True) -> Any:
-        return super()._wait_for_server_parameter(
-            server, expected_params, max(max_retries, int(PATIENCE * 2)),
-            api=api, wait_for_fault_key=wait_for_fault_key)
 
     def unbinding_an_unbound_port_is_fine(self) -> None:
         """Let nova's neutron fixture unbind a port that has no binding.
@@ -154,7 +138,7 @@ class ActionsTestBase(base.IronicCellTestCase):
         return self.computes[server['OS-EXT-SRV-ATTR:host']].manager.driver
 
     def wait_for(self, what: str, read: Any,
-                 timeout: float = PATIENCE) -> Any:
+                 timeout: float = base.PATIENCE) -> Any:
         """Poll ``read()`` until it returns something true."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
