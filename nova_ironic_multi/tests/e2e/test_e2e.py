@@ -19,8 +19,18 @@ a. servers boot on distinct nodes;
 b. a compute is killed and its free nodes move to its peer;
 c. it comes back and takes its share back, with nothing duplicated;
 d. a host is moved to another conductor group by SIGHUP (eventlet mode),
-   a bad SIGHUP leaves a host as it was (threading mode, then eventlet),
-   and SIGTERM stops the computes cleanly.
+   and a bad SIGHUP leaves a host as it was (threading mode, then
+   eventlet);
+e. the cloud as its users and operators see it through Keystone: the
+   demo user reboots and rebuilds its server but sees no hypervisor and no
+   Ironic node, the operator disables and forces down a host, Keystone
+   stops for a while, and computes with a wrong password or a region
+   without Ironic refuse to start;
+and SIGTERM stops the computes cleanly.
+
+Keystone authenticates every service and the operator: the computes find
+Ironic in the catalog (host3 with an application credential), and every
+action an operator takes is an ``openstack`` command.
 
 After the move nobody serves g2, but its compute nodes and providers are
 kept, so nova still schedules there: the host that last reported them must
@@ -35,7 +45,9 @@ switches group. g2's compute nodes are then kept, not deleted: Ironic still
 has the nodes.
 
 Every check is what an operator would look at: nova's API, placement, the
-cell database, Ironic's API, the processes and their logs. Waits are
+cell database, Ironic's API, the processes and their logs. Actions go
+through the ``openstack`` client; the frequent polls read the APIs with an
+admin token directly, since one command costs seconds. Waits are
 bounded and say what they waited for.
 """
 
@@ -740,8 +752,11 @@ def test_e1_demo_user_reboots_and_rebuilds_but_sees_no_hypervisor(
     host = server['OS-EXT-SRV-ATTR:host']
 
     env.cli('demo', 'server', 'reboot', '--hard', '--wait', server_id)
-    env.cli('demo', 'server', 'rebuild', '--image', env.dep.image_id,
-            '--wait', server_id)
+    # At 2.93 and later nova asks every rebuild to reimage a boot volume,
+    # which the driver still takes for a volume-backed server (a known
+    # bug, fixed on its own): the last microversion before that.
+    env.cli('demo', '--os-compute-api-version', '2.92', 'server', 'rebuild',
+            '--image', env.dep.image_id, '--wait', server_id)
     server = env.wait_active(server_id)
     assert (server['OS-EXT-SRV-ATTR:host'],
             server['OS-EXT-SRV-ATTR:hypervisor_hostname']) == (host, node)
@@ -749,7 +764,7 @@ def test_e1_demo_user_reboots_and_rebuilds_but_sees_no_hypervisor(
     ironic_node = env.ironic.node.get(node)
     assert (ironic_node.instance_uuid, ironic_node.provision_state,
             ironic_node.power_state) == (server_id, 'active', 'power on')
-    actions = [a['action'] for a in env.cli(
+    actions = [a['Action'] for a in env.cli(
         'demo', 'server', 'event', 'list', server_id, '-f', 'json')]
     assert {'create', 'reboot', 'rebuild'} <= set(actions), actions
 
@@ -866,7 +881,7 @@ def test_e4_wrong_ironic_credentials_or_catalog_stop_the_compute(
         assert status not in (None, 0), (host, status)
         (line,) = env.log_lines(host, 'nova-ironic-multi refuses to start: ' +
                                 pattern)
-        assert '[ironic]' in line and 'Check' in line, line
+        assert re.search(r'[Cc]heck \[ironic\] ', line), line
         figures.append('%s: %s' % (host, line[line.index('refuses'):]))
     services = env.nova.services()
     assert not set(cases) & set(services), services

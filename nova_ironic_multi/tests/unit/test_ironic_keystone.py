@@ -81,7 +81,7 @@ def token(services: dict[str, list[tuple[str, str, str]]],
 
     ``{service type: [(interface, url, region)]}``
     """
-    expires = (datetime.datetime.now(datetime.timezone.utc) +
+    expires = (datetime.datetime.now(datetime.UTC) +
                datetime.timedelta(seconds=expires_in))
     tok = ks_fixture.V3Token(expires=expires.replace(tzinfo=None),
                              project_name='service', user_name='nova')
