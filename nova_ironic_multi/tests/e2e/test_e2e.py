@@ -768,13 +768,20 @@ def test_e1_demo_user_reboots_and_rebuilds_but_sees_no_hypervisor(
         'demo', 'server', 'event', 'list', server_id, '-f', 'json')]
     assert {'create', 'reboot', 'rebuild'} <= set(actions), actions
 
-    # Its own server only; no hypervisor, no Ironic node.
+    # Its own server only, and no hypervisor.
     mine = env.cli('demo', 'server', 'list', '-f', 'json')
     assert [s['ID'] for s in mine] == [server_id]
     with pytest.raises(deployment.CLIError, match='os-hypervisors'):
         env.cli('demo', 'hypervisor', 'list')
-    with pytest.raises(deployment.CLIError, match='40[34]'):
-        env.cli('demo', 'baremetal', 'node', 'show', node)
+    # Ironic made the server's project the lessee of its node at deploy
+    # ([conductor] automatic_lessee): its members see that node, with the
+    # BMC details redacted, and no other node.
+    leased = env.cli('demo', 'baremetal', 'node', 'list', '-f', 'json')
+    assert [n['UUID'] for n in leased] == [node]
+    own = env.cli('demo', 'baremetal', 'node', 'show', node, '-f', 'json')
+    assert 'Redacted' in str(own['driver_info']), own['driver_info']
+    with pytest.raises(deployment.CLIError, match='404'):
+        env.cli('demo', 'baremetal', 'node', 'show', env.plan.node_a)
     # The operators see both: nova's admin the hypervisors, Ironic's
     # (system scope) the nodes.
     hypervisors = env.cli('admin', 'hypervisor', 'list', '-f', 'json')
