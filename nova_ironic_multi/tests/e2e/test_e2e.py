@@ -777,7 +777,7 @@ def test_e1_demo_user_reboots_and_rebuilds_but_sees_no_hypervisor(
     # ([conductor] automatic_lessee): its members see that node, with the
     # BMC details redacted, and no other node.
     leased = env.cli('demo', 'baremetal', 'node', 'list', '-f', 'json')
-    assert [n['UUID'] for n in leased] == [node]
+    assert [n['uuid'] for n in leased] == [node]
     own = env.cli('demo', 'baremetal', 'node', 'show', node, '-f', 'json')
     assert 'Redacted' in str(own['driver_info']), own['driver_info']
     with pytest.raises(deployment.CLIError, match='404'):
@@ -788,7 +788,7 @@ def test_e1_demo_user_reboots_and_rebuilds_but_sees_no_hypervisor(
     assert {h['Hypervisor Hostname'] for h in hypervisors} == env.all_nodes
     listed = env.cli('system-admin', 'baremetal', 'node', 'list', '-f',
                      'json')
-    assert {n['UUID'] for n in listed} == env.all_nodes
+    assert {n['uuid'] for n in listed} == env.all_nodes
     shown = env.cli('system-admin', 'baremetal', 'node', 'show', node,
                     '-f', 'json')
     assert shown['instance_uuid'] == server_id
