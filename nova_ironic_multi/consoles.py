@@ -52,7 +52,9 @@ class Consoles:
             self._ironic.set_console_mode(node_uuid, enabled)
             opts = self._conf.ironic_multi
             console: dict[str, Any] = waits.until(
-                lambda: self._get(node_uuid),
+                # Ironic's errors reach the wait, which outlasts failed
+                # polls.
+                lambda: self._ironic.get_console(node_uuid),
                 lambda c: bool(c['console_enabled']) == enabled,
                 timeout=opts.console_timeout, interval=opts.poll_interval,
                 what='console of node %s to be %s' % (

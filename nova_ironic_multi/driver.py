@@ -263,7 +263,7 @@ class IronicDriver(virt_driver.ComputeDriver):
     def destroy(self, context: Any, instance: Any, network_info: Any,
                 block_device_info: Any = None, destroy_disks: bool = True,
                 destroy_secrets: bool = True) -> None:
-        self._provision.teardown(instance, network_info)
+        self._provision.teardown(instance, network_info, block_device_info)
 
     def rebuild(self, context: Any, instance: Any, image_meta: Any,
                 injected_files: Any, admin_password: Any, allocations: Any,
@@ -272,9 +272,15 @@ class IronicDriver(virt_driver.ComputeDriver):
                 evacuate: bool = False, block_device_info: Any = None,
                 preserve_ephemeral: bool = False, accel_uuids: Any = None,
                 reimage_boot_volume: bool = False) -> None:
-        if reimage_boot_volume:
-            raise exception.NovaException(
-                "Ironic doesn't support rebuilding volume backed instances.")
+        # nova's API asks to re-image the boot volume on every rebuild from
+        # microversion 2.93, so the instance's own root device decides.
+        if volumes.root_is_volume(block_device_info, bdms):
+            # Nothing was changed yet: nova keeps the server as it was.
+            raise exception.InstanceFaultRollback(
+                inner_exception=exception.NovaException(
+                    'Rebuild is not supported for instance %s: it boots '
+                    'from a volume, and Ironic can only rebuild bare metal '
+                    'deployed from an image.' % instance.uuid))
         metadata = self.get_instance_driver_metadata(instance, network_info)
         self._provision.rebuild(context, instance, image_meta,
                                 injected_files, admin_password, network_info,
@@ -287,6 +293,18 @@ class IronicDriver(virt_driver.ComputeDriver):
 
     def unrescue(self, context: Any, instance: Any) -> None:
         self._provision.unrescue(instance)
+
+    # Migration --------------------------------------------------------------
+
+    def check_can_live_migrate_destination(
+            self, context: Any, instance: Any, src_compute_info: Any,
+            dst_compute_info: Any, block_migration: bool = False,
+            disk_over_commit: bool = False) -> Any:
+        # A pre-check error keeps the server as it is; anything else (the
+        # base class's NotImplementedError) puts it in ERROR.
+        raise exception.MigrationPreCheckError(
+            reason='live migration is not supported for Ironic bare metal '
+            'instances (instance %s)' % instance.uuid)
 
     # Power ----------------------------------------------------------------
 
@@ -334,28 +352,32 @@ class IronicDriver(virt_driver.ComputeDriver):
                   'and by attach_interface', instance=instance)
 
     def unplug_vifs(self, instance: Any, network_info: Any) -> None:
-        node_uuid = instance.get('node')
-        if not node_uuid:
+        if not instance.get('node'):
             # A build rescheduled before it got a node: nothing attached.
             LOG.debug('No node for the instance; no VIF to detach',
                       instance=instance)
             return
-        vifs.unplug(self._ironic, node_uuid, network_info)
+        # (After a failed build the node may already be released.)
+        node = self._provision.held_node(instance, vifs.unplug_error,
+                                         or_free=True)
+        vifs.unplug(self._ironic, node.uuid, network_info)
 
     def attach_interface(self, context: Any, instance: Any, image_meta: Any,
                          vif: Any) -> None:
-        vifs.plug(self._ironic, provision.node_uuid_of(instance), [vif])
+        node = self._provision.held_node(instance, vifs.plug_error)
+        vifs.plug(self._ironic, node.uuid, [vif])
 
     def detach_interface(self, context: Any, instance: Any,
                          vif: Any) -> None:
-        self.unplug_vifs(instance, [vif])
+        node = self._provision.held_node(instance, vifs.unplug_error)
+        vifs.unplug(self._ironic, node.uuid, [vif])
 
     def prepare_networks_before_block_device_mapping(
             self, instance: Any, network_info: Any) -> None:
         # Attached before block devices so a volume connector on a MAC
         # can learn its IP address.
-        vifs.plug(self._ironic, provision.node_uuid_of(instance),
-                  network_info)
+        node = self._provision.held_node(instance, vifs.plug_error)
+        vifs.plug(self._ironic, node.uuid, network_info)
 
     def clean_networks_preparation(self, instance: Any,
                                    network_info: Any) -> None:

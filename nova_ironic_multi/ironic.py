@@ -14,13 +14,32 @@
 * The connection reuses nova's ``[ironic]`` keystoneauth options; every
   request has a timeout (``[ironic] timeout``, else ``[ironic_multi]
   request_timeout``).
-* python-ironicclient's own retries are off: it retries 409s, 503s and
-  connection failures alike, so with nova's defaults one call to a dead
-  Ironic would hang for minutes. Here only a 409 (node locked) is retried,
-  as nova's ``[ironic] api_max_retries`` / ``api_retry_interval`` say, and
-  never for the reservation, where a 409 is the answer: another instance
-  holds the node. An outage fails at once, so the periodic refresh reports
-  it in the same period.
+* python-ironicclient's own retries are off: it retries every request
+  alike (409s, 503s, connection failures), the reservation included. Here
+  one policy, :meth:`Ironic._call`, decides per request, and the counts
+  are nova's ``[ironic] api_max_retries`` / ``api_retry_interval``:
+
+  - a 409 saying a conductor holds the node's lock (:func:`is_node_locked`)
+    is retried, except for the reservation; any other 409 (already
+    associated, already attached, a duplicate volume target) is an answer;
+  - a transient failure (:func:`is_transient`: a 503, which Ironic answers
+    with ``NoFreeConductorWorker`` when its conductors are busy, before it
+    acts; or a failed connection, but not an answer that timed out) is
+    retried for idempotent requests:
+    reads, provision and power state changes, writing instance_info,
+    releasing the node, VIF detach (and attach, where a repeat is answered
+    409), consoles, volume targets. Not an NMI: a repeat after a lost
+    answer would be a second NMI;
+  - the reservation PATCH is never retried, on any error: a 409 there is
+    the answer (another instance holds the node), and on any other failure
+    nova reschedules the server, which beats insisting on one node;
+  - the node listing is not retried either: the periodic refresh is its
+    retry, and an outage is reported in the same period instead of holding
+    nova's resource tracker for minutes.
+
+  Each retry is logged at DEBUG, exhausted retries at WARNING. The waits
+  that poll Ironic (:mod:`nova_ironic_multi.waits`) go on past a failed
+  poll until their own timeout.
 * Microversions are negotiated once (1.46 at least; 1.82 when Ironic has
   it, for shards).
 * The node listing pages with explicit markers and the scope filters on
@@ -34,6 +53,8 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterator
 import contextlib
+import enum
+import logging as std_logging
 import threading
 import time
 from typing import Any
@@ -44,6 +65,7 @@ from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 from oslo_log import log as logging
+import requests
 
 from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import partition
@@ -69,7 +91,7 @@ class NodeNotFound(IronicError):
 
 
 class Conflict(IronicError):
-    """Ironic answered 409 (node locked or already associated)."""
+    """Ironic answered 409 (node locked, or a conflicting resource)."""
 
 
 class BadRequest(IronicError):
@@ -148,6 +170,51 @@ def _auth_error(conf: cfg.ConfigOpts, error: Exception) -> IronicError:
         % (group.auth_url, group.auth_type, error, CREDENTIAL_OPTIONS))
 
 
+class Retry(enum.Flag):
+    """What a request may be retried on."""
+
+    NEVER = 0
+    #: 409: a conductor holds the node's lock; it will let go.
+    LOCKED = enum.auto()
+    #: :func:`is_transient`: Ironic did not act, asking again may work.
+    TRANSIENT = enum.auto()
+    ALWAYS = LOCKED | TRANSIENT
+
+
+#: Failures after which Ironic most likely has not acted: a 503 (Ironic
+#: answers ``NoFreeConductorWorker`` when every conductor worker is busy,
+#: and restores the node first) or no connection (refused, reset, timed
+#: out connecting).
+_TRANSIENT: tuple[type[BaseException], ...] = (
+    ir_exc.ServiceUnavailable, ir_exc.ConnectionRefused,
+    ks_exc.RetriableConnectionFailure)
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether asking again may succeed where ``error`` failed.
+
+    Takes client exceptions or this module's (judged by their cause). A
+    500, an answer that timed out (keystoneauth reports it as a connect
+    timeout, raised while handling the read timeout) or a 4xx is not
+    transient: Ironic may have acted, or would answer the same again.
+    """
+    if isinstance(error, IronicError):
+        cause = error.__cause__
+        return cause is not None and is_transient(cause)
+    if isinstance(error, ks_exc.ConnectTimeout) and isinstance(
+            error.__context__, requests.exceptions.ReadTimeout):
+        return False
+    return isinstance(error, _TRANSIENT)
+
+
+def is_node_locked(error: Conflict) -> bool:
+    """Whether a 409 is Ironic's ``NodeLocked``, which a retry may cure.
+
+    (Ironic's error body carries only the message, so the message it is.)
+    """
+    return 'is locked by host' in str(error)
+
+
 def version_tuple(text: str) -> tuple[int, int]:
     major, minor = text.split('.')
     return int(major), int(minor)
@@ -176,6 +243,29 @@ def translated(what: str) -> Iterator[None]:
         raise IronicUnavailable('%s: %s' % (what, e)) from e
 
 
+class _ClientRetryLog(std_logging.Filter):
+    """Drops python-ironicclient's own retry-loop lines.
+
+    With its retries off, the client logs every 503 or failed connection
+    at ERROR ("Attempt 1 of 1") before raising it, even when
+    :meth:`Ironic._call` then retries and succeeds; ``_call`` logs what
+    really happens.
+    """
+
+    def filter(self, record: std_logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(
+            'Error contacting Ironic server')
+
+
+_CLIENT_LOG = 'ironicclient.common.http'
+
+
+def _quiet_client_retry_log() -> None:
+    logger = std_logging.getLogger(_CLIENT_LOG)
+    if not any(isinstance(f, _ClientRetryLog) for f in logger.filters):
+        logger.addFilter(_ClientRetryLog())
+
+
 class Ironic:
     """A thread-safe, lazily connected Ironic API client."""
 
@@ -186,6 +276,7 @@ class Ironic:
         self._client: Any = None
         self._version: tuple[int, int] | None = None
         self._sleep = sleep
+        _quiet_client_retry_log()
         #: Requests sent, by kind; read by benchmarks and logs.
         self.requests: collections.Counter[str] = collections.Counter()
 
@@ -258,23 +349,55 @@ class Ironic:
         assert self._version is not None
         return self._version
 
-    def _call(self, what: str, method: str, *args: Any, retry: bool = True,
-              manager: str = 'node', **kwargs: Any) -> Any:
-        """One API call; a 409 is retried only when ``retry``."""
-        call = getattr(getattr(self._connect(), manager), method)
-        attempts = 1 + (self._conf[GROUP].api_max_retries if retry else 0)
+    def _call(self, what: str, method: str, *args: Any,
+              retry: Retry = Retry.ALWAYS, manager: str = 'node',
+              **kwargs: Any) -> Any:
+        """One API request, retried as ``retry`` allows.
+
+        The only place requests are retried: up to ``[ironic]
+        api_max_retries`` times, ``[ironic] api_retry_interval`` seconds
+        apart.
+        """
+        group = self._conf[GROUP]
+        attempts = 1 + (group.api_max_retries if retry else 0)
         for attempt in range(1, attempts + 1):
-            self.requests[what] += 1
             try:
+                call = getattr(getattr(self._connect(), manager), method)
+                self.requests[what] += 1
                 with translated(what):
                     return call(*args, **kwargs)
-            except Conflict as e:
-                if attempt == attempts:
+            except IronicError as e:
+                if not self._retriable(e, retry):
                     raise
-                LOG.debug('%(what)s: %(error)s; retry %(n)d of %(max)d',
-                          {'what': what, 'error': e, 'n': attempt,
-                           'max': attempts - 1})
-                self._sleep(self._conf[GROUP].api_retry_interval)
+                request = '%s.%s %s' % (manager, method,
+                                        args[0] if args else '')
+                if attempt == attempts:
+                    if attempt > 1:
+                        LOG.warning(
+                            'Ironic request %(request)s still failed after '
+                            '%(n)d attempts, giving up ([ironic] '
+                            'api_max_retries = %(max)d, api_retry_interval '
+                            '= %(interval)s): %(error)s',
+                            {'request': request.strip(), 'n': attempt,
+                             'max': group.api_max_retries,
+                             'interval': group.api_retry_interval,
+                             'error': e})
+                    raise
+                LOG.debug('Ironic request %(request)s failed (%(error)s); '
+                          'retry %(n)d of %(max)d in %(interval)s s',
+                          {'request': request.strip(), 'error': e,
+                           'n': attempt, 'max': attempts - 1,
+                           'interval': group.api_retry_interval})
+                self._sleep(group.api_retry_interval)
+        raise AssertionError('unreachable')
+
+    @staticmethod
+    def _retriable(error: IronicError, retry: Retry) -> bool:
+        if isinstance(error, Conflict):
+            # Only a lock goes away by itself; any other 409 (already
+            # associated, a duplicate volume target) would repeat.
+            return bool(retry & Retry.LOCKED) and is_node_locked(error)
+        return bool(retry & Retry.TRANSIENT) and is_transient(error)
 
     # Reading nodes ------------------------------------------------------
 
@@ -315,8 +438,10 @@ class Ironic:
         marker = None
         while True:
             # limit=None: exactly one request, never a followed "next".
-            page = self._call('list', 'list', retry=False, marker=marker,
-                              limit=None, **filters)
+            # Not retried: the next period is the retry, and an outage
+            # must not hold nova's resource tracker for minutes.
+            page = self._call('list', 'list', retry=Retry.NEVER,
+                              marker=marker, limit=None, **filters)
             if not page:
                 return found
             for node in page:
@@ -352,7 +477,7 @@ class Ironic:
         """
         self._call('reserve', 'update', node_uuid,
                    [{'op': 'add', 'path': '/instance_uuid',
-                     'value': instance_uuid}], retry=False)
+                     'value': instance_uuid}], retry=Retry.NEVER)
 
     def release(self, node_uuid: str) -> None:
         """Drop the node's instance association and instance_info."""
@@ -381,13 +506,21 @@ class Ironic:
                    timeout=timeout)
 
     def inject_nmi(self, node_uuid: str) -> None:
-        self._call('nmi', 'inject_nmi', node_uuid)
+        # Not idempotent: a lost answer must not become a second NMI.
+        self._call('nmi', 'inject_nmi', node_uuid, retry=Retry.LOCKED)
 
     def vif_attach(self, node_uuid: str, vif_id: str) -> None:
-        self._call('vif', 'vif_attach', node_uuid, vif_id, retry=False)
+        # A locked node is retried; any other 409 is an answer (see
+        # vifs.plug), and so is a repeat after a lost answer.
+        self._call('vif', 'vif_attach', node_uuid, vif_id)
 
     def vif_detach(self, node_uuid: str, vif_id: str) -> None:
         self._call('vif', 'vif_detach', node_uuid, vif_id)
+
+    def vif_list(self, node_uuid: str) -> list[str]:
+        """The IDs of the VIFs attached to the node."""
+        vifs: list[Any] = self._call('vif', 'vif_list', node_uuid)
+        return [str(v.id) for v in vifs]
 
     def get_console(self, node_uuid: str) -> dict[str, Any]:
         console: dict[str, Any] = self._call('console', 'get_console',

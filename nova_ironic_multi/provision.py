@@ -15,12 +15,14 @@ Every wait is bounded (``[ironic_multi] poll_interval`` and the per-action
 timeouts). A deploy that fails for any reason tears down what it did and
 releases the node before the error reaches nova, with the reason in the
 message. Tear-down never fights Ironic: a deployed node is only asked to
-undeploy (Ironic's tear-down detaches VIFs and clears the node itself), and
-nothing is patched while Ironic is cleaning it (nova bug 2019977).
+undeploy (Ironic's tear-down detaches VIFs and clears the node itself), its
+volume targets are removed once it rests, and nothing is asked of a node
+Ironic is cleaning (nova bug 2019977).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from nova.compute import task_states
@@ -56,6 +58,11 @@ def node_uuid_of(instance: Any) -> str:
     return node_uuid
 
 
+def deploy_failure(reason: str) -> Exception:
+    error: Exception = exception.InstanceDeployFailure(reason=reason)
+    return error
+
+
 class Provisioner:
 
     def __init__(self, conf: cfg.ConfigOpts, client: ironic.Ironic,
@@ -86,6 +93,32 @@ class Provisioner:
             raise exception.NovaException(
                 'Cannot find the Ironic node of instance %s: %s'
                 % (instance.uuid, e)) from e
+
+    def held_node(self, instance: Any, error: Callable[[str], Exception],
+                  or_free: bool = False) -> nodeinfo.NodeInfo:
+        """``instance.node``, fresh from Ironic, if it holds the instance.
+
+        Every action on ``instance.node`` checks this first: a stale record
+        (the node torn down and deployed again meanwhile) must never act on
+        whatever now occupies the node.
+
+        :param error: makes the nova exception to raise, from a reason that
+            names the instance and the node.
+        :param or_free: a node that holds no instance will do too (for
+            undoing what a failed build left behind).
+        """
+        node_uuid = node_uuid_of(instance)
+        try:
+            node = self._ironic.get_node(node_uuid)
+        except ironic.IronicError as e:
+            raise error('cannot read Ironic node %s of instance %s: %s'
+                        % (node_uuid, instance.uuid, e)) from e
+        holder = node.instance_uuid
+        if holder != instance.uuid and not (or_free and holder is None):
+            raise error('Ironic node %s does not hold instance %s (it holds '
+                        '%s); refusing to act on it'
+                        % (node_uuid, instance.uuid, holder or 'none'))
+        return node
 
     def instance_node(self, instance: Any) -> nodeinfo.NodeInfo:
         """The node an instance is on, fresh from Ironic.
@@ -150,12 +183,8 @@ class Provisioner:
               injected_files: Any, admin_password: str | None,
               network_info: Any, block_device_info: Any,
               metadata: Any) -> None:
-        node_uuid = node_uuid_of(instance)
-        node = self._read(node_uuid, exception.InstanceDeployFailure)
-        if node.instance_uuid != instance.uuid:
-            raise exception.InstanceDeployFailure(
-                reason='Ironic node %s is not reserved for this instance '
-                '(it holds %s)' % (node_uuid, node.instance_uuid))
+        node = self.held_node(instance, deploy_failure)
+        node_uuid = node.uuid
         try:
             self._deploy(context, instance, node, image_meta, injected_files,
                          admin_password, network_info, block_device_info,
@@ -167,7 +196,7 @@ class Provisioner:
                           instance=instance)
                 try:
                     # (Refreshes the cached node when it succeeds.)
-                    self.teardown(instance, network_info)
+                    self.teardown(instance, network_info, block_device_info)
                 except Exception:
                     LOG.exception('Undoing the failed deploy on node %s '
                                   'failed too', node_uuid, instance=instance)
@@ -195,6 +224,7 @@ class Provisioner:
             ephemeral_format=self._conf.default_ephemeral_format)
         self._call(instance, 'writing instance_info', self._ironic.patch,
                    node.uuid, patch)
+        volumes.remove_stale_targets(self._ironic, node.uuid)
         volumes.add_targets(self._ironic, node.uuid, block_device_info)
         if flavor.ephemeral_gb:
             # cloud-init reads the default ephemeral device from metadata.
@@ -271,7 +301,12 @@ class Provisioner:
                 raise exception.InstanceDeployFailure(
                     reason='instance %s was deleted or failed while its %s '
                     'was in progress' % (instance.uuid, what))
-            return self.instance_node(instance)
+            # Ironic's errors reach the wait: a failed poll is not an
+            # answer, and must not undo a deploy that is going fine.
+            node = self._ironic.node_for_instance(instance.uuid)
+            if node is None:
+                raise exception.InstanceNotFound(instance_id=instance.uuid)
+            return node
 
         def done(node: nodeinfo.NodeInfo) -> bool:
             if node.provision_state == states.ACTIVE:
@@ -290,16 +325,22 @@ class Provisioner:
                        'deploy_timeout', read, done)
         except waits.Timeout as e:
             raise exception.InstanceDeployFailure(reason=str(e)) from e
+        except ironic.IronicError as e:
+            raise exception.InstanceDeployFailure(
+                reason='cannot follow the %s of instance %s: %s'
+                % (what, instance.uuid, e)) from e
 
     # Tear-down ----------------------------------------------------------
 
-    def teardown(self, instance: Any, network_info: Any) -> None:
+    def teardown(self, instance: Any, network_info: Any,
+                 block_device_info: Any = None) -> None:
         """Undo everything of ``instance`` on its node; idempotent.
 
         A deployed node is asked to undeploy and waited for; Ironic's own
-        tear-down then detaches VIFs and clears the node. A node that was
-        only reserved gets its volume targets, VIFs and reservation
-        removed here.
+        tear-down then detaches VIFs and clears the node, and the volume
+        targets of the instance's volumes (``block_device_info``) are
+        removed once the node rests. A node that was only reserved gets its
+        volume targets, VIFs and reservation removed here.
 
         :raises nova.exception.InstanceTerminationFailure: Ironic did not
             finish within ``unprovision_timeout`` or refused.
@@ -321,9 +362,13 @@ class Provisioner:
                                               'state': state},
                      instance=instance)
             self._wait_unprovisioned(instance, node.uuid)
+            self._remove_volume_targets(instance, node.uuid,
+                                        block_device_info)
         elif (state in states.DEPLOYED_LIKE or
               state not in states.KNOWN_PROVISION_STATES):
             self._undeploy(instance, node)
+            self._remove_volume_targets(instance, node.uuid,
+                                        block_device_info)
         else:
             self._unreserve(instance, node, network_info)
         self._remember(node.uuid)
@@ -375,6 +420,56 @@ class Provisioner:
                     reason='cannot release Ironic node %s: %s'
                     % (node_uuid, e)) from e
 
+    def _remove_volume_targets(self, instance: Any, node_uuid: str,
+                               block_device_info: Any) -> None:
+        """Remove the instance's volume targets once the node rests.
+
+        Ironic 39 removes volume targets only through its API, never in its
+        tear-down, and only from a node that is powered off or manageable
+        and not locked. So wait for the tear-down, cleaning included, to be
+        over: nothing is asked of a node Ironic is cleaning (nova bug
+        2019977). Failures are logged: the delete itself is done, and
+        whatever is left is removed before the node's next deploy.
+        """
+        volume_ids = volumes.volume_ids(block_device_info)
+        if not volume_ids:
+            return
+
+        def settled(node: nodeinfo.NodeInfo) -> bool:
+            # A clean hold waits for an operator: do not wait for it.
+            return ((node.provision_state not in states.TEARING_DOWN and
+                     node.target_provision_state is None) or
+                    node.provision_state == states.CLEANHOLD or
+                    node.instance_uuid not in (None, instance.uuid))
+
+        error: Any = None
+        try:
+            if not volumes.has_targets(self._ironic, node_uuid, volume_ids):
+                return
+            node = self._wait('the end of the tear-down of node %s'
+                              % node_uuid, 'unprovision_timeout',
+                              lambda: self._ironic.get_node(node_uuid),
+                              settled)
+            if node.instance_uuid not in (None, instance.uuid):
+                # The next instance's deploy removes them first.
+                return
+            if node.provision_state in states.TEARING_DOWN:
+                error = 'node %s is in %s' % (node_uuid,
+                                              node.provision_state)
+            elif not volumes.remove_targets(self._ironic, node_uuid,
+                                            volume_ids):
+                error = 'Ironic refused to remove some (logged above)'
+        except (waits.Timeout, ironic.IronicError) as e:
+            error = e
+        if error is None:
+            LOG.info('Volume targets of the instance removed from node %s',
+                     node_uuid, instance=instance)
+        else:
+            LOG.warning('Volume targets of the instance stay on node '
+                        '%(node)s until its next deploy: %(error)s',
+                        {'node': node_uuid, 'error': error},
+                        instance=instance)
+
     def _unreserve(self, instance: Any, node: nodeinfo.NodeInfo,
                    network_info: Any) -> None:
         try:
@@ -393,10 +488,10 @@ class Provisioner:
                 injected_files: Any, admin_password: str | None,
                 network_info: Any, preserve_ephemeral: bool,
                 metadata: Any) -> None:
+        node = self.held_node(instance, deploy_failure)
+        node_uuid = node.uuid
         instance.task_state = task_states.REBUILD_SPAWNING
         instance.save(expected_task_state=[task_states.REBUILDING])
-        node_uuid = node_uuid_of(instance)
-        node = self._read(node_uuid, exception.InstanceDeployFailure)
         patch = instance_info.deploy_patch(
             node, instance, image_meta, instance.flavor, metadata,
             preserve_ephemeral=preserve_ephemeral,
@@ -426,7 +521,8 @@ class Provisioner:
 
     def _rescue_action(self, instance: Any, verb: str, goal: str,
                        failed: str, error: type, **kwargs: Any) -> None:
-        node_uuid = node_uuid_of(instance)
+        node_uuid = self.held_node(
+            instance, lambda reason: error(reason=reason)).uuid
         try:
             self._ironic.set_provision_state(node_uuid, verb, **kwargs)
         except ironic.IronicError as e:

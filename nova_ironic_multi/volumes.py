@@ -32,6 +32,26 @@ def boots_from_volume(block_device_info: Any) -> bool:
     return block_device.get_root_bdm(mapping) is not None
 
 
+def root_is_volume(block_device_info: Any, bdms: Any = None) -> bool:
+    """Whether the instance's root disk is a volume.
+
+    Decided from what the instance really has (the volume mapped at boot
+    index 0 in ``block_device_info``, or a root BDM whose destination is a
+    volume), never from the API's ``reimage_boot_volume`` flag, which nova
+    sets on every rebuild from compute API 2.93.
+    """
+    if boots_from_volume(block_device_info):
+        return True
+    return any(bdm.is_root and bdm.is_volume for bdm in bdms or ())
+
+
+def volume_ids(block_device_info: Any) -> set[str]:
+    """The IDs of the volumes mapped in ``block_device_info``."""
+    return {bdm['volume_id'] for bdm in
+            virt_driver.block_device_info_get_mapping(block_device_info)
+            if bdm.get('volume_id')}
+
+
 def add_targets(client: ironic.Ironic, node_uuid: str,
                 block_device_info: Any) -> None:
     """Record each attached volume on the node as a volume target.
@@ -55,9 +75,18 @@ def add_targets(client: ironic.Ironic, node_uuid: str,
                 '%s' % (bdm._bdm_obj.volume_id, node_uuid, e)) from e
 
 
-def remove_targets(client: ironic.Ironic, node_uuid: str) -> None:
-    """Remove the node's volume targets; failures are logged, not raised."""
+def remove_targets(client: ironic.Ironic, node_uuid: str,
+                   volume_ids: set[str] | None = None) -> bool:
+    """Remove the node's volume targets; failures are logged, not raised.
+
+    With ``volume_ids``, only the targets of those volumes.
+
+    :returns: whether every one of them is gone.
+    """
+    removed = True
     for target in client.volume_targets(node_uuid):
+        if volume_ids is not None and target.volume_id not in volume_ids:
+            continue
         try:
             client.delete_volume_target(target.uuid)
         except ironic.NodeNotFound:
@@ -67,6 +96,42 @@ def remove_targets(client: ironic.Ironic, node_uuid: str) -> None:
                         '%(volume)s from node %(node)s: %(error)s',
                         {'target': target.uuid, 'volume': target.volume_id,
                          'node': node_uuid, 'error': e})
+            removed = False
+    return removed
+
+
+def has_targets(client: ironic.Ironic, node_uuid: str,
+                volume_ids: set[str]) -> bool:
+    """Whether the node has a volume target of one of ``volume_ids``."""
+    return any(t.volume_id in volume_ids
+               for t in client.volume_targets(node_uuid))
+
+
+def remove_stale_targets(client: ironic.Ironic, node_uuid: str) -> None:
+    """Before a deploy, remove every volume target already on the node.
+
+    The node is reserved for the instance being deployed, whose own targets
+    are (re)created from its current connection info right after: whatever
+    is there belongs to no instance of this node (a previous tenant's, left
+    when its tear-down ran into cleaning, or a failed attempt's).
+
+    :raises nova.exception.InstanceDeployFailure: one cannot be removed;
+        deploying would attach a volume that is not this instance's.
+    """
+    try:
+        for target in client.volume_targets(node_uuid):
+            LOG.info('Removing stale volume target %(target)s of volume '
+                     '%(volume)s from node %(node)s before its deploy',
+                     {'target': target.uuid, 'volume': target.volume_id,
+                      'node': node_uuid})
+            try:
+                client.delete_volume_target(target.uuid)
+            except ironic.NodeNotFound:
+                pass
+    except ironic.IronicError as e:
+        raise exception.InstanceDeployFailure(
+            reason='cannot remove the stale volume targets of node %s: %s'
+            % (node_uuid, e)) from e
 
 
 def _vif_for_macs(client: ironic.Ironic, node_uuid: str,

@@ -9,7 +9,13 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""Bounded polling: every wait on Ironic has an interval and a deadline."""
+"""Bounded polling: every wait on Ironic has an interval and a deadline.
+
+A poll that fails because Ironic is unavailable (after the request's own
+retries, see :mod:`nova_ironic_multi.ironic`) is not an answer: the wait
+logs it and polls again until its deadline. Only what was read (a failed
+state, a node gone) or the deadline ends a wait.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +25,8 @@ from typing import TypeVar
 
 from oslo_log import log as logging
 
+from nova_ironic_multi import ironic
+
 LOG = logging.getLogger(__name__)
 
 T = TypeVar('T')
@@ -27,9 +35,12 @@ T = TypeVar('T')
 class Timeout(Exception):
     """The wait ran out; the message says what was last read."""
 
-    def __init__(self, what: str, seconds: float, last: object) -> None:
+    def __init__(self, what: str, seconds: float, last: object,
+                 failed_polls: int = 0) -> None:
+        failed = ('; %d polls failed' % failed_polls if failed_polls
+                  else '')
         super().__init__('%s did not finish within %.0f seconds (last seen: '
-                         '%s)' % (what, seconds, last))
+                         '%s%s)' % (what, seconds, last, failed))
 
 
 def until(read: Callable[[], T], done: Callable[[T], bool], *,
@@ -38,16 +49,34 @@ def until(read: Callable[[], T], done: Callable[[T], bool], *,
           clock: Callable[[], float] = time.monotonic) -> T:
     """Read until ``done(value)``; ``done`` may raise to abort the wait.
 
+    ``read`` raising :class:`ironic.IronicUnavailable` is a failed poll:
+    logged, then polled again. Any other exception ends the wait.
+
     :raises Timeout: ``timeout`` seconds passed first.
     """
     deadline = clock() + timeout
+    last: object = 'nothing yet'
+    failed = 0
     while True:
-        value = read()
-        if done(value):
-            return value
+        try:
+            value = read()
+        except ironic.IronicUnavailable as e:
+            failed += 1
+            last = 'a failed poll: %s' % e
+            LOG.warning('Polling Ironic for %(what)s failed (%(n)d failed '
+                        'polls so far); polling again until the wait times '
+                        'out: %(error)s',
+                        {'what': what, 'n': failed, 'error': e})
+        else:
+            if done(value):
+                if failed:
+                    LOG.info('%(what)s: done after %(n)d failed polls',
+                             {'what': what, 'n': failed})
+                return value
+            last = value
+            LOG.debug('Still waiting for %(what)s: %(value)s',
+                      {'what': what, 'value': value})
         remaining = deadline - clock()
         if remaining <= 0:
-            raise Timeout(what, timeout, value)
-        LOG.debug('Still waiting for %(what)s: %(value)s',
-                  {'what': what, 'value': value})
+            raise Timeout(what, timeout, last, failed)
         sleep(min(interval, remaining))

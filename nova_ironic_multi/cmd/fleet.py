@@ -49,7 +49,12 @@ class Host:
     forced_down: bool
     member: bool = False
     managed: set[str] = dataclasses.field(default_factory=set)
+    #: In-scope nodes carrying one of its (live) instances.
     with_instance: set[str] = dataclasses.field(default_factory=set)
+    #: In-scope nodes carrying an instance nova deleted while it was down.
+    orphaned: set[str] = dataclasses.field(default_factory=set)
+    #: The Ironic compute nodes nova records for it (node UUIDs).
+    reported: set[str] = dataclasses.field(default_factory=set)
 
     @property
     def state(self) -> str:
@@ -59,15 +64,57 @@ class Host:
             return 'forced down'
         return 'up' if self.up else 'down'
 
+    @property
+    def running(self) -> bool:
+        """Whether its driver divides nodes now.
+
+        A running host that is not a member (disabled, or not in its own
+        ``peer_list``) claims no free node but keeps the nodes of its
+        instances (rule 1), as the driver does.
+        """
+        return self.member or bool(self.up)
+
+    @property
+    def can_take_over(self) -> bool:
+        """Whether ``takeover`` accepts it as a destination (up, enabled)."""
+        return (self.service_host is not None and
+                takeover_ok(self.up, self.disabled, self.forced_down))
+
+
+def takeover_ok(up: bool | None, disabled: bool, forced_down: bool) -> bool:
+    """The destination rule of ``takeover``: up, enabled, not forced down."""
+    return bool(up) and not disabled and not forced_down
+
 
 @dataclasses.dataclass
 class Fleet:
     partition: partition.Partition
     nodes: list[nodeinfo.NodeInfo]
+    #: Live instance UUID -> its (lower-cased) host.
     instance_hosts: dict[str, str]
     hosts: dict[str, Host]
     members: frozenset[str]
     ring: rings.Ring
+    #: Deleted instance UUID -> the host it had (its orphan's keeper).
+    deleted_hosts: dict[str, str] = dataclasses.field(default_factory=dict)
+    client: ironic.Ironic | None = None
+
+    @property
+    def unknown(self) -> list[nodeinfo.NodeInfo]:
+        """In-scope nodes whose instance nova has never heard of."""
+        return [n for n in self.in_scope if n.instance_uuid and
+                n.instance_uuid not in self.instance_hosts and
+                n.instance_uuid not in self.deleted_hosts]
+
+    def manager(self, node_uuid: str) -> str | None:
+        """The host that manages a node now, as the services decide."""
+        return next((name for name, h in sorted(self.hosts.items())
+                     if node_uuid in h.managed), None)
+
+    def ring_owner(self, node_uuid: str) -> str | None:
+        """The member the ring gives a node (whoever manages it)."""
+        uuids = [n.uuid for n in self.in_scope]
+        return self.ring.assign(uuids).get(node_uuid)
 
     @property
     def in_scope(self) -> list[nodeinfo.NodeInfo]:
@@ -87,24 +134,36 @@ def _cells(ctxt: Any) -> list[Any]:
             if not c.is_cell0()]
 
 
-def _services_and_instances(ctxt: Any, instance_uuids: list[str]
-                            ) -> tuple[list[Any], set[str], dict[str, str]]:
-    services: list[Any] = []
-    ironic_hosts: set[str] = set()
-    instance_hosts: dict[str, str] = {}
+@dataclasses.dataclass
+class _NovaView:
+    services: list[Any] = dataclasses.field(default_factory=list)
+    #: Host (as nova spells it) -> its Ironic compute nodes.
+    ironic_hosts: dict[str, set[str]] = dataclasses.field(
+        default_factory=lambda: collections.defaultdict(set))
+    instance_hosts: dict[str, str] = dataclasses.field(default_factory=dict)
+    deleted_hosts: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+def _read_nova(ctxt: Any, instance_uuids: list[str]) -> _NovaView:
+    view = _NovaView()
     for cell in _cells(ctxt):
         with nova_context.target_cell(ctxt, cell) as cctxt:
-            services.extend(objects.ServiceList.get_by_binary(
+            view.services.extend(objects.ServiceList.get_by_binary(
                 cctxt, 'nova-compute', include_disabled=True))
-            ironic_hosts |= {
-                cn.host for cn in objects.ComputeNodeList.get_all(cctxt)
-                if cn.hypervisor_type == 'ironic'}
+            for cn in objects.ComputeNodeList.get_all(cctxt):
+                if cn.hypervisor_type == 'ironic':
+                    view.ironic_hosts[cn.host].add(cn.hypervisor_hostname)
             if instance_uuids:
+                # Deleted ones too: their nodes are orphans, kept by the
+                # host the instance had (orphans.py).
                 found = objects.InstanceList.get_by_filters(
-                    cctxt, {'uuid': instance_uuids}, expected_attrs=[])
-                instance_hosts.update(
-                    {i.uuid: (i.host or '').lower() for i in found})
-    return services, ironic_hosts, instance_hosts
+                    cctxt.elevated(read_deleted='yes'),
+                    {'uuid': instance_uuids}, expected_attrs=[])
+                for i in found:
+                    hosts = (view.deleted_hosts if i.deleted
+                             else view.instance_hosts)
+                    hosts[i.uuid] = (i.host or '').lower()
+    return view
 
 
 def gather(conf: cfg.ConfigOpts) -> Fleet:
@@ -122,21 +181,23 @@ def gather(conf: cfg.ConfigOpts) -> Fleet:
                   '[ironic_multi] ring_algorithm')
     loader.plugin(loader.MEMBERSHIP_NAMESPACE, part.membership_driver,
                   '[ironic_multi] membership_driver')
-    nodes = ironic.Ironic(conf).list_nodes(part.scope)
+    client = ironic.Ironic(conf)
+    nodes = client.list_nodes(part.scope)
     ctxt = nova_context.get_admin_context()
-    services, ironic_hosts, instance_hosts = _services_and_instances(
-        ctxt, [n.instance_uuid for n in nodes if n.instance_uuid])
+    nova = _read_nova(ctxt,
+                      [n.instance_uuid for n in nodes if n.instance_uuid])
     api = servicegroup.API()
     hosts: dict[str, Host] = {}
-    for svc in services:
+    for svc in nova.services:
         name = svc.host.lower()
         relevant = (name in (part.peers or ()) or
-                    svc.host in ironic_hosts)
+                    svc.host in nova.ironic_hosts)
         if not relevant:
             continue
         up = bool(api.service_is_up(svc))
         hosts[name] = Host(name, svc.host, up, bool(svc.disabled),
-                           bool(svc.forced_down))
+                           bool(svc.forced_down),
+                           reported=set(nova.ironic_hosts.get(svc.host, ())))
     # The members as every service sees them: the same plugin, looking.
     plugin = membership.load(part.membership_driver, conf, OBSERVER,
                              observer=True)
@@ -144,28 +205,42 @@ def gather(conf: cfg.ConfigOpts) -> Fleet:
         live = set(plugin.observe(part))
     finally:
         plugin.stop()
-    for name in set(instance_hosts.values()) | live:
+    for name in (set(nova.instance_hosts.values()) |
+                 set(nova.deleted_hosts.values()) | live) - {''}:
         hosts.setdefault(name, Host(name, None, None, False, False))
     for name in live:
         hosts[name].member = True
     members = frozenset(live)
     ring = rings.load(part.ring_algorithm, members, part.partition_exponent)
-    fleet = Fleet(part, nodes, instance_hosts, hosts, members, ring)
-    _divide(fleet)
+    fleet = Fleet(part, nodes, nova.instance_hosts, hosts, members, ring,
+                  nova.deleted_hosts, client)
+    divide(fleet)
     return fleet
 
 
-def _divide(fleet: Fleet) -> None:
-    by_host: dict[str, set[str]] = collections.defaultdict(set)
+def divide(fleet: Fleet) -> None:
+    """Each host's nodes, by the rules and inputs the driver uses.
+
+    A running host keeps the nodes of its instances and of its deleted
+    instances (orphans), whether or not it is a ring member; only members
+    get free nodes from the ring. A host that is not running manages
+    nothing: the nodes of its instances wait for it or for a takeover.
+    """
+    live: dict[str, set[str]] = collections.defaultdict(set)
+    deleted: dict[str, set[str]] = collections.defaultdict(set)
     for instance, owner in fleet.instance_hosts.items():
-        by_host[owner].add(instance)
+        live[owner].add(instance)
+    for instance, owner in fleet.deleted_hosts.items():
+        deleted[owner].add(instance)
     for name, host in fleet.hosts.items():
-        if host.member:
-            division = ownership.select(fleet.nodes, by_host[name],
+        host.with_instance = {n.uuid for n in fleet.in_scope
+                              if n.instance_uuid in live[name]}
+        host.orphaned = {n.uuid for n in fleet.in_scope
+                         if n.instance_uuid in deleted[name]}
+        host.managed = set()
+        if host.running:
+            division = ownership.select(fleet.nodes,
+                                        live[name] | deleted[name],
                                         fleet.ring.select, name,
                                         fleet.partition.scope)
             host.managed = set(division.owned)
-        host.with_instance = {
-            n.uuid for n in fleet.in_scope
-            if n.instance_uuid and
-            fleet.instance_hosts.get(n.instance_uuid) == name}

@@ -91,7 +91,7 @@ def run(command: Any, out: TextIO = sys.stdout,
     try:
         if command.name == 'takeover':
             return takeover.run(command.source, command.dest,
-                                command.execute, out, command.format)
+                                command.execute, out, command.format, CONF)
         view = fleet.gather(CONF)
         if command.action == 'show':
             return ring.show(view, out, command.format)

@@ -19,6 +19,8 @@ from typing import Any, TextIO
 
 from nova_ironic_multi.cmd import fleet as fleet_mod
 from nova_ironic_multi.cmd import output
+from nova_ironic_multi.cmd import takeover
+from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import ownership
 from nova_ironic_multi import rings
 
@@ -29,6 +31,46 @@ def _balance(counts: Sequence[int]) -> float | None:
     return max(counts) / (sum(counts) / len(counts))
 
 
+def destinations(fleet: fleet_mod.Fleet, name: str,
+                 scopes: takeover.Scopes) -> list[str]:
+    """The hosts ``takeover --from name`` would accept now."""
+    host = fleet.hosts[name]
+    moving = scopes.nodes(sorted(host.with_instance))
+    return [other for other, h in sorted(fleet.hosts.items())
+            if other != name and h.can_take_over and
+            scopes.mismatch(other, h.reported, moving) is None]
+
+
+def advice(fleet: fleet_mod.Fleet, name: str,
+           scopes: takeover.Scopes) -> str:
+    """What to do about a host whose instances' nodes nobody manages.
+
+    Never a takeover that ``takeover`` would refuse: the source must be
+    forced down first, and only destinations it accepts are named.
+    """
+    host = fleet.hosts[name]
+    if host.service_host is None:
+        return ('%s has no nova-compute service record: the nodes of its '
+                'instances stay unmanaged until a service named %s runs.'
+                % (name, name))
+    dests = destinations(fleet, name, scopes)
+    if not dests:
+        then = ('no up and enabled host serves the conductor group and '
+                'shard of those nodes, so a takeover would be refused: '
+                'start %s again, or a host that serves them' % name)
+    else:
+        then = ('"nova-ironic-multi takeover --from %s --to HOST" moves '
+                'them (HOST one of: %s)' % (host.service_host,
+                                            ', '.join(dests)))
+    if host.forced_down:
+        return ('%s is forced down: the nodes of its instances are '
+                'unmanaged until it returns; %s.' % (name, then))
+    return ('%s is down: the nodes of its instances are unmanaged until it '
+            'returns. If it is stopped for good, fence it first '
+            '("openstack compute service set --down %s nova-compute"); '
+            'then %s.' % (name, host.service_host, then))
+
+
 def show(fleet: fleet_mod.Fleet, out: TextIO, fmt: str) -> int:
     part = fleet.partition
     free = set(fleet.free)
@@ -36,27 +78,46 @@ def show(fleet: fleet_mod.Fleet, out: TextIO, fmt: str) -> int:
     for name in sorted(fleet.hosts):
         host = fleet.hosts[name]
         managed_free = len(host.managed & free)
+        managed_taken = len(host.managed & (host.with_instance |
+                                            host.orphaned))
         rows.append([name, host.state,
                      'disabled' if host.disabled else 'enabled',
                      'yes' if host.member else 'no', managed_free,
-                     len(host.with_instance)])
+                     '%d/%d' % (managed_taken, len(host.with_instance) +
+                                len(host.orphaned))])
         data_hosts.append({
             'host': name, 'state': host.state, 'disabled': host.disabled,
             'member': host.member, 'free_nodes': managed_free,
-            'nodes_with_instance': len(host.with_instance)})
+            'nodes_with_instance': len(host.with_instance),
+            'orphaned_nodes': len(host.orphaned),
+            'managed_nodes_with_instance': managed_taken,
+            'managed': sorted(host.managed)})
     member_free = [len(fleet.hosts[m].managed & free) for m in fleet.members]
     balance = _balance(member_free)
-    orphaned = [n for n in fleet.in_scope if n.instance_uuid and
-                n.instance_uuid not in fleet.instance_hosts]
-    unmanaged = [name for name, h in fleet.hosts.items()
-                 if h.with_instance and not h.member]
+    # Hosts whose instances' nodes nobody manages: not running, and so
+    # neither keeping them (rule 1) nor letting anyone else (rule 3).
+    stranded = sorted(name for name, h in fleet.hosts.items()
+                      if (h.with_instance or h.orphaned) and not h.running)
+    scopes = takeover.Scopes(fleet.client) if fleet.client else None
+    advised = {name: advice(fleet, name, scopes) if scopes else ''
+               for name in stranded}
+    orphans = [{'node': n.uuid, 'instance': n.instance_uuid,
+                'host': fleet.deleted_hosts[n.instance_uuid],
+                'managed_by': fleet.manager(n.uuid)}
+               for n in fleet.in_scope
+               if n.instance_uuid in fleet.deleted_hosts]
+    unknown = [{'node': n.uuid, 'instance': n.instance_uuid,
+                'logged_by': fleet.ring_owner(n.uuid)}
+               for n in fleet.unknown]
     data: dict[str, Any] = {
         'partition': part.summary(), 'members': sorted(fleet.members),
         'hosts': data_hosts, 'nodes_listed': len(fleet.nodes),
         'nodes_in_scope': len(fleet.in_scope), 'free_nodes': len(free),
         'balance_peak_to_mean': balance,
-        'nodes_with_unknown_instance': [n.uuid for n in orphaned],
-        'hosts_not_managing_their_instances': sorted(unmanaged),
+        'orphaned_nodes': orphans,
+        'nodes_with_unknown_instance': unknown,
+        'hosts_not_managing_their_instances': stranded,
+        'advice': advised,
     }
     text = [
         'Scope: %s; peers: %s; membership: %s; ring: %s' % (
@@ -68,24 +129,86 @@ def show(fleet: fleet_mod.Fleet, out: TextIO, fmt: str) -> int:
                                    'none'),
         '',
         output.table(['HOST', 'SERVICE', 'STATUS', 'MEMBER', 'FREE NODES',
-                      'WITH INSTANCE'], rows),
+                      'WITH INSTANCE (MANAGED/ALL)'], rows),
         '',
         '%d nodes listed, %d in scope, %d free; free-node balance '
         '(peak/mean over members): %s' % (
             len(fleet.nodes), len(fleet.in_scope), len(free),
             '%.3f' % balance if balance else 'n/a'),
     ]
-    for name in sorted(unmanaged):
-        text.append('Warning: %s is not a live member; the nodes of its '
-                    'instances are unmanaged until it returns or you run '
-                    '"nova-ironic-multi takeover --from %s --to <host>".'
-                    % (name, name))
-    if orphaned:
-        text.append('Warning: %d node(s) carry an instance nova does not '
-                    'know: %s' % (len(orphaned),
-                                  ', '.join(n.uuid for n in orphaned)))
+    kept = sorted(name for name, h in fleet.hosts.items()
+                  if h.running and not h.member and h.with_instance)
+    for name in kept:
+        text.append('Note: %s is not a ring member (%s) but runs: it keeps '
+                    'managing the nodes of its instances and claims no '
+                    'free node.' % (name, 'disabled' if
+                                    fleet.hosts[name].disabled else
+                                    'not a live peer'))
+    for name in stranded:
+        text.append('Warning: %s' % advised[name])
+    if orphans:
+        text += ['', 'Nodes of instances nova deleted while their host was '
+                 'down (the host keeps each; nova\'s reaper, [DEFAULT] '
+                 'running_deleted_instance_action, acts on it while the '
+                 'host runs):',
+                 output.table(['NODE', 'DELETED INSTANCE', 'HOST',
+                               'MANAGED BY'],
+                              [[o['node'], o['instance'], o['host'],
+                                o['managed_by'] or 'nobody (host not '
+                                'running)'] for o in orphans])]
+    if unknown:
+        text += ['', 'Nodes whose instance nova has never heard of (no host '
+                 'manages them and nothing is deployed over them; undeploy '
+                 'them in Ironic if the instance is not wanted):',
+                 output.table(['NODE', 'UNKNOWN INSTANCE', 'LOGGED BY'],
+                              [[u['node'], u['instance'],
+                                u['logged_by'] or '-'] for u in unknown])]
     output.emit(out, fmt, data, '\n'.join(text))
     return 0
+
+
+def _why(fleet: fleet_mod.Fleet, node: nodeinfo.NodeInfo,
+         scopes: takeover.Scopes | None) -> str:
+    """Why a node is managed by whom, by the rules the driver applies."""
+    part = fleet.partition
+    if not ownership.in_scope(node, part.scope):
+        return ('out of scope: conductor group %r, shard %r; this partition '
+                'is %s' % (node.conductor_group, node.shard,
+                           part.scope.describe()))
+    instance = node.instance_uuid
+    if instance is None:
+        rule = 'free node placed by the %s ring' % part.ring_algorithm
+        first = fleet.ring.owners(node.uuid, 1)
+        if not fleet.members:
+            rule += ' (no live member: nobody manages it)'
+        elif first and first[0] != fleet.manager(node.uuid):
+            rule += ' (its first choice %s is at capacity)' % first[0]
+        return rule
+    if instance in fleet.instance_hosts:
+        host_name = fleet.instance_hosts[instance]
+        rule = ('its instance %s belongs to %s (a node with an instance '
+                'stays with the instance\'s host)' % (instance, host_name))
+    elif instance in fleet.deleted_hosts:
+        host_name = fleet.deleted_hosts[instance]
+        rule = ('its instance %s was deleted while its host %s was down: %s '
+                'keeps the node so nova\'s reaper ([DEFAULT] '
+                'running_deleted_instance_action) acts on it'
+                % (instance, host_name, host_name))
+    else:
+        owner = fleet.ring_owner(node.uuid)
+        return ('its instance %s is unknown to nova: no host manages it and '
+                'nothing is deployed over it; %s logs it'
+                % (instance, owner or 'no host (no live member)'))
+    host = fleet.hosts.get(host_name)
+    if host is not None and host.running and not host.member:
+        rule += ('; %s is not a ring member (%s) but runs, so it keeps the '
+                 'node' % (host_name, 'disabled' if host.disabled
+                           else 'not a live peer'))
+    elif host is not None and not host.running:
+        rule += '; %s' % (advice(fleet, host_name, scopes) if scopes
+                          else '%s is not running, so the node is '
+                          'unmanaged' % host_name)
+    return rule
 
 
 def explain(fleet: fleet_mod.Fleet, node_uuid: str, out: TextIO,
@@ -96,46 +219,29 @@ def explain(fleet: fleet_mod.Fleet, node_uuid: str, out: TextIO,
         out.write('Node %s is not among the %d nodes Ironic lists for %s.\n'
                   % (node_uuid, len(fleet.nodes), part.scope.describe()))
         return 1
-    successors = fleet.ring.owners(node.uuid, len(fleet.members))
-    owner: str | None
-    if not ownership.in_scope(node, part.scope):
-        owner, rule = None, (
-            'out of scope: conductor group %r, shard %r; this partition is '
-            '%s' % (node.conductor_group, node.shard, part.scope.describe()))
-    elif node.instance_uuid:
-        owner = fleet.instance_hosts.get(node.instance_uuid)
-        if owner is None:
-            rule = ('its instance %s is unknown to nova: no host manages '
-                    'it' % node.instance_uuid)
-        else:
-            rule = ('its instance %s belongs to %s (a node with an instance '
-                    'stays with the instance\'s host)'
-                    % (node.instance_uuid, owner))
-            host = fleet.hosts.get(owner)
-            if host is not None and not host.member:
-                rule += ('; %s is %s and not a live member, so the node is '
-                         'unmanaged until it returns or is taken over'
-                         % (owner, host.state))
+    scopes = takeover.Scopes(fleet.client) if fleet.client else None
+    owner = fleet.manager(node.uuid)
+    rule = _why(fleet, node, scopes)
+    if node.instance_uuid is None and ownership.in_scope(node, part.scope):
+        successors = [s for s in fleet.ring.owners(node.uuid,
+                                                   len(fleet.members))
+                      if s != owner]
     else:
-        assignment = fleet.ring.assign(fleet.free)
-        owner = assignment.get(node.uuid)
-        rule = 'free node placed by the %s ring' % part.ring_algorithm
-        if successors and owner != successors[0]:
-            rule += (' (its first choice %s is at capacity)'
-                     % successors[0])
+        # A node with an instance never moves by itself (takeover moves it).
+        successors = []
     data: dict[str, Any] = {
         'node': node.uuid, 'owner': owner, 'reason': rule,
-            'successors': [s for s in successors if s != owner],
-            'provision_state': node.provision_state,
-            'instance_uuid': node.instance_uuid,
-            'conductor_group': node.conductor_group}
+        'successors': successors,
+        'provision_state': node.provision_state,
+        'instance_uuid': node.instance_uuid,
+        'conductor_group': node.conductor_group}
     text = '\n'.join([
         'Node %s (%s, conductor group %r)' % (
             node.uuid, node.provision_state, node.conductor_group),
         'Managed by: %s' % (owner or 'nobody'),
         'Why: %s' % rule,
         'Takes over if it leaves, in order: %s' % (
-            ', '.join(data['successors']) or 'nobody'),
+            ', '.join(successors) or 'nobody'),
     ])
     output.emit(out, fmt, data, text)
     return 0

@@ -20,13 +20,17 @@ never leaves an instance on a host that does not manage its node. Free
 nodes are not moved: the ring gives them to the live peers by itself.
 
 It refuses unless the source service is forced down (the operator's word
-that it is fenced: two services must never manage one node), and unless
-the destination is up and enabled. It is a dry run unless ``--execute``;
-nodes already moved are skipped, so it can be run again after a failure.
+that it is fenced: two services must never manage one node), unless the
+destination is up and enabled, and unless the destination serves the
+nodes' conductor group and shard (a service never manages a node outside
+its scope, so the instances would stay unmanaged). It is a dry run unless
+``--execute``; nodes already moved are skipped, so it can be run again
+after a failure.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Sequence
 import dataclasses
 from typing import Any, TextIO
 
@@ -35,8 +39,14 @@ from nova.db.main import api as db
 from nova import exception
 from nova import objects
 from nova import servicegroup
+from oslo_config import cfg
 
+from nova_ironic_multi.cmd import fleet as fleet_mod
 from nova_ironic_multi.cmd import output
+from nova_ironic_multi import ironic
+from nova_ironic_multi import nodeinfo
+from nova_ironic_multi import ownership
+from nova_ironic_multi import partition
 
 
 class Refused(Exception):
@@ -48,6 +58,74 @@ class Move:
     node: str
     compute_node_id: int
     instances: list[tuple[str, str]]   # (uuid, name)
+
+
+def _describe(group: str | None, shard: str | None) -> str:
+    text = 'conductor group %r' % (group or '')
+    return text + (', shard %r' % shard if shard is not None else '')
+
+
+class Scopes:
+    """Whether a host serves the conductor group and shard of nodes.
+
+    nova does not record a service's ``partition_key`` or ``shard``, but a
+    service only ever manages nodes of its scope, so the nodes nova records
+    for it say what it serves: a host that manages Ironic nodes, none of
+    them in a node's conductor group (or shard), would never manage that
+    node. (A host that manages no node at all cannot be told apart; it is
+    accepted.) Each scope is listed from Ironic once.
+    """
+
+    def __init__(self, client: ironic.Ironic) -> None:
+        self._client = client
+        self._listed: dict[partition.Scope, frozenset[str]] = {}
+
+    def nodes(self, node_uuids: Iterable[str]) -> list[nodeinfo.NodeInfo]:
+        """The nodes Ironic still has, with their group and shard."""
+        found = []
+        for node_uuid in node_uuids:
+            try:
+                found.append(self._client.get_node(node_uuid))
+            except ironic.NodeNotFound:
+                continue
+        return found
+
+    def _in(self, scope: partition.Scope) -> frozenset[str]:
+        if scope not in self._listed:
+            self._listed[scope] = frozenset(
+                n.uuid for n in self._client.list_nodes(scope)
+                if ownership.in_scope(n, scope))
+        return self._listed[scope]
+
+    def mismatch(self, dest: str, dest_nodes: Collection[str],
+                 moving: Sequence[nodeinfo.NodeInfo]) -> str | None:
+        """Why ``dest`` would not manage ``moving``, or None."""
+        mine = set(dest_nodes)
+        if not mine:
+            return None
+        for node in moving:
+            group = (node.conductor_group or '').lower()
+            checks = [(partition.Scope(conductor_group=group),
+                       'its [ironic_multi] partition_key (or [ironic] '
+                       'conductor_group) is not %r' % group)]
+            if node.shard is not None:
+                checks.append((partition.Scope(conductor_group=group,
+                                               shard=node.shard),
+                               'its [ironic] shard is not %r' % node.shard))
+            for scope, hint in checks:
+                if mine & self._in(scope):
+                    continue
+                sample = self.nodes([sorted(mine)[0]])
+                example = (' (node %s it manages is in %s)' % (
+                    sample[0].uuid, _describe(sample[0].conductor_group,
+                                              sample[0].shard))
+                           if sample else '')
+                return ('%s manages %d Ironic node(s), none in %s%s: %s, '
+                        'so it would never manage node %s, which is in %s'
+                        % (dest, len(mine), scope.describe(), example, hint,
+                           node.uuid, _describe(node.conductor_group,
+                                                node.shard)))
+        return None
 
 
 def _service(ctxt: Any, host: str) -> Any:
@@ -84,11 +162,30 @@ def check(ctxt: Any, source: str, dest: str) -> tuple[Any, Any]:
             'is stopped for good, then fence it with "openstack compute '
             'service set --down %s nova-compute" and run this again.'
             % (source, source))
-    if dst.forced_down or dst.disabled or not servicegroup.API(
-            ).service_is_up(dst):
+    if not fleet_mod.takeover_ok(servicegroup.API().service_is_up(dst),
+                                 dst.disabled, dst.forced_down):
         raise Refused('Refusing: the destination nova-compute on %s is not '
                       'up and enabled.' % dest)
     return src, dst
+
+
+def ironic_nodes(ctxt: Any, host: str) -> set[str]:
+    """The Ironic nodes nova records for ``host``."""
+    return {cn.hypervisor_hostname
+            for cn in objects.ComputeNodeList.get_all_by_host(ctxt, host)
+            if cn.hypervisor_type == 'ironic'}
+
+
+def check_scope(scopes: Scopes, ctxt: Any, dst: Any,
+                moves: Sequence[Move]) -> None:
+    """Refuse if the destination does not serve the nodes' scope."""
+    if not moves:
+        return
+    why = scopes.mismatch(dst.host, ironic_nodes(ctxt, dst.host),
+                          scopes.nodes(m.node for m in moves))
+    if why:
+        raise Refused('Refusing: %s. Choose a destination that serves '
+                      'the conductor group and shard of these nodes.' % why)
 
 
 def _move_one(ctxt: Any, move: Move, dst: Any) -> None:
@@ -102,7 +199,7 @@ def _move_one(ctxt: Any, move: Move, dst: Any) -> None:
 
 
 def run(source: str, dest: str, execute: bool, out: TextIO,
-        fmt: str) -> int:
+        fmt: str, conf: cfg.ConfigOpts | None = None) -> int:
     ctxt = nova_context.get_admin_context()
     try:
         mapping = objects.HostMapping.get_by_host(ctxt, source)
@@ -112,6 +209,8 @@ def run(source: str, dest: str, execute: bool, out: TextIO,
     with nova_context.target_cell(ctxt, mapping.cell_mapping) as cctxt:
         src, dst = check(cctxt, source, dest)
         moves = plan(cctxt, src.host)
+        check_scope(Scopes(ironic.Ironic(conf or cfg.CONF)), cctxt, dst,
+                    moves)
         data: dict[str, Any] = {
             'from': src.host, 'to': dst.host, 'execute': execute,
             'nodes': [{'node': m.node,

@@ -262,7 +262,10 @@ Related options:
         min=1,
         help="""
 Seconds to wait, when an instance is deleted, for its node to leave the
-deployed states (cleaning counts as done).
+deployed states (cleaning counts as done). When the instance booted from
+volumes, as long again for the tear-down and cleaning to end, so that its
+Ironic volume targets can be removed; after that they are left to be
+removed before the node's next deploy.
 
 Possible values:
 

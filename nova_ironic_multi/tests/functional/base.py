@@ -32,6 +32,7 @@ from nova import context as nova_context
 from nova.db.main import api as main_db_api
 from nova import objects
 from nova.tests.functional import integrated_helpers
+from placement import db_api as placement_db
 
 from nova_ironic_multi import conf as nim_conf
 from nova_ironic_multi import rings
@@ -120,6 +121,62 @@ class IronicCellTestCase(integrated_helpers.ProviderUsageBaseTestCase):
                     'hypervisor_type FROM compute_nodes WHERE deleted = 0'
                 ).all()
         return [dict(r._mapping) for r in rows]
+
+    def compute_node_records(self) -> dict[str, tuple[Any, ...]]:
+        """Per node: its live compute_nodes row's (id, created_at).
+
+        A node whose row was deleted and created again keeps its UUID (the
+        node's) but gets a new row id.
+        """
+        with self.cell() as cctxt:
+            engine = main_db_api.get_engine(context=cctxt)
+            with engine.connect() as conn:
+                rows = conn.exec_driver_sql(
+                    'SELECT hypervisor_hostname, id, created_at FROM '
+                    'compute_nodes WHERE deleted = 0').all()
+        records: dict[str, tuple[Any, ...]] = {}
+        for name, row_id, created in rows:
+            self.assertNotIn(name, records)
+            records[name] = (row_id, created)
+        return records
+
+    def provider_records(self) -> dict[str, dict[str, Any]]:
+        """Per provider UUID: its placement row's id, created_at, generation.
+
+        Read from placement's database: the API shows neither the row id
+        nor the creation time, and a provider deleted and created again
+        keeps its UUID (the node's).
+        """
+        engine = placement_db.get_placement_engine()
+        with engine.connect() as conn:
+            rows = conn.exec_driver_sql(
+                'SELECT uuid, id, created_at, generation FROM '
+                'resource_providers').all()
+        return {r.uuid: {'id': r.id, 'created_at': r.created_at,
+                         'generation': r.generation} for r in rows}
+
+    def assert_same_records(self, before: dict[str, Any],
+                            after: dict[str, Any]) -> None:
+        """The same compute node rows and providers, never re-created.
+
+        ``before`` and ``after`` are :meth:`records`. Generations only grow.
+        """
+        self.assertEqual(before['compute_nodes'], after['compute_nodes'])
+        self.assertEqual(
+            {u: (p['id'], p['created_at'])
+             for u, p in before['providers'].items()},
+            {u: (p['id'], p['created_at'])
+             for u, p in after['providers'].items()})
+        went_back = {u: (p['generation'],
+                         after['providers'][u]['generation'])
+                     for u, p in before['providers'].items()
+                     if after['providers'][u]['generation'] < p['generation']}
+        self.assertEqual({}, went_back)
+
+    def records(self) -> dict[str, Any]:
+        """Compute node rows and placement providers, by node."""
+        return {'compute_nodes': self.compute_node_records(),
+                'providers': self.provider_records()}
 
     def db_division(self) -> dict[str, set[str]]:
         by_host: dict[str, set[str]] = collections.defaultdict(set)

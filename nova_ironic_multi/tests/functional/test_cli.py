@@ -20,15 +20,15 @@ from typing import Any
 from unittest import mock
 
 from nova.db.main import api as main_db_api
+from nova import objects
 
 from nova_ironic_multi.cmd import main as cli
 from nova_ironic_multi import rings
 from nova_ironic_multi.tests.functional import base
 
 
-class CliTest(base.IronicCellTestCase):
-
-    NODES = 12
+class CliCase(base.IronicCellTestCase):
+    """A server on host3, and the command as the operator runs it."""
 
     def setUp(self) -> None:
         super().setUp()
@@ -45,6 +45,16 @@ class CliTest(base.IronicCellTestCase):
         text = out.getvalue()
         data = json.loads(text) if fmt == 'json' and text else text
         return code, data, err.getvalue()
+
+    def takeover(self, execute: bool = False,
+                 fmt: str = 'table') -> tuple[int, Any, str]:
+        return self.cli('takeover', fmt=fmt, source='host3', dest='host1',
+                        execute=execute)
+
+
+class CliTest(CliCase):
+
+    NODES = 12
 
     def test_ring_show(self) -> None:
         code, data, _ = self.cli('ring', action='show')
@@ -65,6 +75,29 @@ class CliTest(base.IronicCellTestCase):
         code, text, _ = self.cli('ring', fmt='table', action='show')
         self.assertIn('Live members (3): host1, host2, host3', text)
         self.assertIn('free-node balance', text)
+
+    def test_ring_show_disabled_host_still_manages_its_instance_node(
+            self) -> None:
+        self.admin_api.put_service(self.service('host3')['id'],
+                                   {'status': 'disabled'})
+        self._run_periodics()
+        # The driver: host3 left the ring but keeps its instance's node.
+        self.assertIn(self.busy, self.reported()['host3'])
+        code, data, _ = self.cli('ring', action='show')
+        self.assertEqual(0, code)
+        self.assertEqual(['host1', 'host2'], data['members'])
+        host3 = {h['host']: h for h in data['hosts']}['host3']
+        self.assertEqual((False, True), (host3['member'], host3['disabled']))
+        self.assertIn(self.busy, host3['managed'])
+        self.assertEqual(1, host3['managed_nodes_with_instance'])
+        self.assertEqual([], data['hosts_not_managing_their_instances'])
+        code, text, _ = self.cli('ring', fmt='table', action='show')
+        self.assertNotIn('unmanaged', text)
+        self.assertNotIn('takeover', text)
+        code, data, _ = self.cli('ring', action='explain', node=self.busy)
+        self.assertEqual('host3', data['owner'])
+        self.assertIn('host3 is not a ring member (disabled) but runs',
+                      data['reason'])
 
     def test_ring_explain(self) -> None:
         free = next(n for n in self.node_uuids if n != self.busy)
@@ -99,11 +132,6 @@ class CliTest(base.IronicCellTestCase):
         self.assertEqual(0, data['per_host']['host3']['after'])
         self.assertEqual(sum(1 for v in before.values() if v == 'host3'),
                          data['per_host']['host3']['before'])
-
-    def takeover(self, execute: bool = False,
-                 fmt: str = 'table') -> tuple[int, Any, str]:
-        return self.cli('takeover', fmt=fmt, source='host3', dest='host1',
-                        execute=execute)
 
     def test_takeover_refuses_an_unfenced_host(self) -> None:
         code, _, err = self.takeover(execute=True)
@@ -158,3 +186,49 @@ class CliTest(base.IronicCellTestCase):
         self.assertEqual(0, code)
         self.assertEqual('host1', self.instance_host(self.server['id']))
         self.assertIn(self.busy, self.db_division()['host1'])
+
+
+class CliGroupsTest(CliCase):
+    """host1-3 serve Ironic's default group; host4 serves rack-b."""
+
+    NODES = 6
+    OTHER_GROUPS = {'rack-b': 2}
+
+    def configure(self) -> None:
+        self.flags(partition_key='', peer_list=list(base.HOSTS),
+                   group='ironic_multi')
+
+    def add_host4(self) -> None:
+        """A nova-compute of conductor group rack-b, as nova records it."""
+        with self.cell() as cctxt:
+            svc = objects.Service(cctxt, host='host4', binary='nova-compute',
+                                  topic='compute')
+            svc.create()
+            for node in self.group_nodes['rack-b']:
+                objects.ComputeNode(
+                    cctxt, host='host4', service_id=svc.id, uuid=node,
+                    hypervisor_hostname=node, hypervisor_type='ironic',
+                    hypervisor_version=1, cpu_info='', vcpus=0,
+                    memory_mb=0, local_gb=0, vcpus_used=0, memory_mb_used=0,
+                    local_gb_used=0).create()
+
+    def test_takeover_to_a_host_of_another_group_is_refused(self) -> None:
+        self.add_host4()
+        self.computes['host3'].stop()
+        self.admin_api.put_service_force_down(self.service('host3')['id'],
+                                              True)
+        code, _, err = self.cli('takeover', fmt='table', source='host3',
+                                dest='host4', execute=True)
+        self.assertEqual(2, code)
+        self.assertIn("host4 manages 2 Ironic node(s), none in conductor "
+                      "group ''", err)
+        self.assertIn("is in conductor group 'rack-b'", err)
+        self.assertIn('never manage node %s' % self.busy, err)
+        self.assertEqual('host3', self.instance_host(self.server['id']))
+        # ring show advises only the destinations takeover accepts.
+        code, data, _ = self.cli('ring', action='show')
+        advice = data['advice']['host3']
+        self.assertIn('(HOST one of: host1, host2)', advice)
+        code, text, _ = self.takeover()
+        self.assertEqual(0, code, text)
+        self.assertIn('Dry run: 1 node(s)', text)

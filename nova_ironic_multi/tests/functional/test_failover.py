@@ -38,6 +38,9 @@ class TakeoverTest(base.IronicCellTestCase):
         host3_free = before['host3'] - {busy}
         self.assertTrue(host3_free)
         providers = {p['uuid'] for p in self._get_all_providers()}
+        # Same UUIDs prove nothing: a compute node and its provider deleted
+        # and created again keep the node's UUID. Same rows do.
+        records = self.records()
 
         compute3 = self.computes['host3']
         compute3.stop()
@@ -55,6 +58,7 @@ class TakeoverTest(base.IronicCellTestCase):
         self.assertEqual(12, len(self.assert_no_duplicates()))
         self.assertEqual(providers,
                          {p['uuid'] for p in self._get_all_providers()})
+        self.assert_same_records(records, self.records())
         self.assertEqual('ACTIVE', self.api.get_server(server['id'])[
             'status'])
 
@@ -70,6 +74,7 @@ class TakeoverTest(base.IronicCellTestCase):
         self.assertEqual(before, self.db_division())
         self.assertEqual(providers,
                          {p['uuid'] for p in self._get_all_providers()})
+        self.assert_same_records(records, self.records())
 
     def test_disabled_compute_keeps_its_instance_claims_no_free_node(
             self) -> None:

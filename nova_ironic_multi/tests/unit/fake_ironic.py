@@ -46,6 +46,12 @@ _ALLOWED = {
 }
 
 
+def locked(node_uuid: str) -> str:
+    """Ironic's NodeLocked message (a 409)."""
+    return ('Node %s is locked by host fake-conductor, please retry after '
+            'the current operation is completed.' % node_uuid)
+
+
 @dataclasses.dataclass
 class Port:
     uuid: str
@@ -75,6 +81,8 @@ class FakeIronic:
         self.listed_pages: list[dict[str, Any]] = []
         #: nodes Ironic returns whatever the filter (server-side bugs).
         self.ignore_filters = False
+        #: a tear-down goes through ``cleaning`` (``steps`` more reads).
+        self.cleaning = False
 
     # Set-up -----------------------------------------------------------
 
@@ -127,6 +135,8 @@ class FakeIronic:
             return
         node['_pending'] = None
         node.update(pending['final'])
+        if pending.get('then'):
+            node['_pending'] = {'left': self.steps, 'final': pending['then']}
 
     def _info(self, node: dict[str, Any]) -> nodeinfo.NodeInfo:
         return nodeinfo.NodeInfo.from_api(
@@ -195,7 +205,7 @@ class FakeIronic:
         self._record('release', node_uuid)
         node = self._get(node_uuid)
         if node['provision_state'] in states.TEARING_DOWN:
-            raise ironic.Conflict('Node %s is locked' % node_uuid)
+            raise ironic.Conflict(locked(node_uuid))
         node['instance_uuid'] = None
         node['instance_info'] = {}
 
@@ -203,7 +213,7 @@ class FakeIronic:
         self._record('patch', node_uuid, patch)
         node = self._get(node_uuid)
         if node['provision_state'] in states.TEARING_DOWN:
-            raise ironic.Conflict('Node %s is locked' % node_uuid)
+            raise ironic.Conflict(locked(node_uuid))
         for op in patch:
             parts = op['path'].strip('/').split('/')
             if parts[0] == 'instance_info' and len(parts) == 2:
@@ -229,13 +239,22 @@ class FakeIronic:
         transient, final = _PROVISION[target]
         done: dict[str, Any] = {'provision_state': final,
                                 'target_provision_state': None}
+        then = None
         if target == 'deleted':
-            done.update(instance_uuid=None, instance_info={})
+            # Ironic's tear-down powers the node off and clears it.
+            done.update(instance_uuid=None, instance_info={},
+                        power_state=states.POWER_OFF)
             self.vifs.pop(node_uuid, None)
+            if self.cleaning:
+                then = dict(done)
+                done.update(provision_state=states.CLEANING,
+                            target_provision_state=states.AVAILABLE)
         if kwargs.get('configdrive') is not None:
             node['instance_info']['configdrive'] = kwargs['configdrive']
         self._schedule(node, {'provision_state': transient,
                               'target_provision_state': final}, done)
+        if then:
+            node['_pending']['then'] = then
 
     def set_power_state(self, node_uuid: str, target: str,
                         soft: bool = False,
@@ -254,7 +273,9 @@ class FakeIronic:
         self._record('vif_attach', node_uuid, vif_id)
         self._get(node_uuid)
         if vif_id in self.vifs[node_uuid]:
-            raise ironic.Conflict('VIF %s is already attached' % vif_id)
+            raise ironic.Conflict(
+                'Unable to attach VIF because VIF %s is already attached to '
+                'Ironic port %s-port' % (vif_id, node_uuid))
         self.vifs[node_uuid].append(vif_id)
 
     def vif_detach(self, node_uuid: str, vif_id: str) -> None:
@@ -263,6 +284,11 @@ class FakeIronic:
         if vif_id not in self.vifs[node_uuid]:
             raise ironic.BadRequest('VIF %s is not attached' % vif_id)
         self.vifs[node_uuid].remove(vif_id)
+
+    def vif_list(self, node_uuid: str) -> list[str]:
+        self._record('vif_list', node_uuid)
+        self._get(node_uuid)
+        return list(self.vifs[node_uuid])
 
     def get_console(self, node_uuid: str) -> dict[str, Any]:
         self._record('get_console', node_uuid)
@@ -294,9 +320,21 @@ class FakeIronic:
 
     def delete_volume_target(self, target_uuid: str) -> None:
         self._record('delete_volume_target', target_uuid)
-        for targets in self.targets.values():
+        for node_uuid, targets in self.targets.items():
             for t in list(targets):
                 if t.uuid == target_uuid:
+                    node = self._get(node_uuid)
+                    # Ironic's rules: the node's lock, then its state.
+                    if node['provision_state'] in (states.DELETING,
+                                                   states.CLEANING):
+                        raise ironic.Conflict('Node %s is locked'
+                                              % node_uuid)
+                    if (node['provision_state'] not in (
+                            states.MANAGEABLE, states.ENROLL) and
+                            node['power_state'] != states.POWER_OFF):
+                        raise ironic.BadRequest(
+                            'volume target deletion on node %s in power '
+                            'state %s' % (node_uuid, node['power_state']))
                     targets.remove(t)
                     return
         raise ironic.NodeNotFound(target_uuid)

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 from unittest import mock
 
@@ -90,6 +91,33 @@ class DivisionTest(base.DriverTestCase):
         self.assertIn(node, self.drivers['host1'].get_available_nodes())
         self.assertNotIn(node, self.drivers['host2'].get_available_nodes())
         self.assertNotIn(node, self.drivers['host3'].get_available_nodes())
+
+    def test_regression_1839560_maintenance_nodes_stay_in_the_division(
+            self) -> None:
+        # A node in maintenance is still managed by the host the ring gives
+        # it (reported with its unit reserved), and so is one with an
+        # instance: dropping them would delete their compute nodes, and
+        # their return would create them again (nova bug 1839560).
+        owner = {n: self.owner_by_ring(n) for n in self.node_ids}
+        free = next(n for n in self.node_ids if owner[n] == 'host2')
+        busy = next(n for n in self.node_ids if owner[n] == 'host3')
+        inst = self.make_instance(host='host1')
+        self.ironic.nodes[busy].update(instance_uuid=inst.uuid,
+                                       provision_state=states.ACTIVE,
+                                       maintenance=True)
+        self.ironic.nodes[free]['maintenance'] = True
+        reported = {h: set(d.get_available_nodes())
+                    for h, d in self.drivers.items()}
+        self.assertEqual({'host1': {busy}, 'host2': {free}, 'host3': set()},
+                         {h: r & {free, busy} for h, r in reported.items()})
+        self.assertEqual(set(self.node_ids), set().union(*reported.values()))
+        self.assertEqual(len(self.node_ids),
+                         sum(len(r) for r in reported.values()))
+        tree = provider_tree.ProviderTree()
+        tree.new_root(free, free)
+        self.drivers['host2'].update_provider_tree(tree, free)
+        self.assertEqual(1, tree.data(free).inventory['CUSTOM_BAREMETAL'][
+            'reserved'])
 
     def test_regression_1750450_outage_is_not_an_empty_fleet(self) -> None:
         before = self.driver.get_available_nodes()
@@ -240,22 +268,46 @@ class DivisionTest(base.DriverTestCase):
         self.assertEqual([node], self.driver.get_available_nodes())
 
     def test_concurrent_callers_share_refreshes(self) -> None:
+        # Every caller asks while one refresh is listing: they must all get
+        # that refresh's result, not list Ironic again one after the other.
+        # (Without the sharing there would be one listing per caller.)
+        callers = 6
+        entered = threading.Semaphore(0)
+        real_refresh = self.driver._inventory.refresh
+        real_list = self.ironic.list_nodes
+
+        def counting_refresh() -> Any:
+            entered.release()
+            return real_refresh()
+
+        def slow_list(scope: Any) -> Any:
+            # Hold the first listing until every caller is waiting for it.
+            for _ in range(callers):
+                self.assertTrue(entered.acquire(timeout=10))
+            time.sleep(0.2)
+            self.ironic.list_nodes = real_list  # type: ignore
+            return real_list(scope)
+
+        self.driver._inventory.refresh = counting_refresh  # type: ignore
+        self.ironic.list_nodes = slow_list  # type: ignore
+        listed_before = len(self.ironic.calls_to('list_nodes'))
         results: list[set[str]] = []
-        barrier = threading.Barrier(6)
+        barrier = threading.Barrier(callers)
 
         def work() -> None:
             barrier.wait()
-            for _ in range(5):
-                results.append(set(self.driver.get_available_nodes()))
-                self.driver.list_instance_uuids()
+            results.append(set(self.driver.get_available_nodes()))
 
-        threads = [threading.Thread(target=work) for _ in range(6)]
+        threads = [threading.Thread(target=work) for _ in range(callers)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
+        self.assertEqual(callers, len(results))
         self.assertEqual(1, len({frozenset(r) for r in results}))
-        self.assertLessEqual(len(self.ironic.calls_to('list_nodes')), 30)
+        # One listing served every caller.
+        self.assertEqual(
+            1, len(self.ironic.calls_to('list_nodes')) - listed_before)
 
 
 class NodeQueriesTest(base.DriverTestCase):

@@ -174,8 +174,17 @@ class NetworkTest(InstanceOnNode):
             self.instance, nw)
         self.assertEqual(['a', 'b'], self.ironic.vifs[self.node])
         self.ironic.fail('vif_detach', ironic.IronicUnavailable('down'))
+        # The clean-up after a failed build tries, fails, and does not
+        # raise: nova is already handling the build's own failure.
         self.driver.clean_networks_preparation(self.instance, nw)
-        self.assertEqual(['b'], self.ironic.vifs[self.node][-1:])
+        # (Whether it goes on to the next VIF after a failure is not pinned
+        # here; that the failed one stays attached is.)
+        self.assertEqual((self.node, 'a'),
+                         self.ironic.calls_to('vif_detach')[0])
+        self.assertIn('a', self.ironic.vifs[self.node])
+        self.driver.clean_networks_preparation(self.instance, nw)
+        self.assertEqual([], self.ironic.vifs[self.node])
+        # Detaching again is fine: Ironic's 400 means "not attached".
         self.driver.unplug_vifs(self.instance, nw)
         self.assertEqual([], self.ironic.vifs[self.node])
 
@@ -189,6 +198,94 @@ class NetworkTest(InstanceOnNode):
             self.network_info('vif-1')[0])
         self.assertIn('vif-1', str(exc))
         self.assertEqual(['vif-1'], self.ironic.vifs[self.node])
+
+    def test_attach_answered_409_is_success_only_if_the_vif_is_there(
+            self) -> None:
+        vif = self.network_info('vif-1')[0]
+        self.ironic.vifs[self.node].append('vif-1')
+        self.driver.attach_interface(self.ctxt, self.instance, None, vif)
+        self.assertEqual([(self.node,)], self.ironic.calls_to('vif_list'))
+        self.assertEqual(['vif-1'], self.ironic.vifs[self.node])
+
+    def test_attach_answered_another_409_is_an_error_naming_node_and_vif(
+            self) -> None:
+        self.ironic.fail('vif_attach', ironic.Conflict(
+            'Unable to attach VIF because VIF vif-1 is already attached to '
+            'Ironic port p-1'))
+        exc = self.assertRaises(
+            exception.VirtualInterfacePlugException,
+            self.driver.attach_interface, self.ctxt, self.instance, None,
+            self.network_info('vif-1')[0])
+        self.assertIn('vif-1', str(exc))
+        self.assertIn(self.node, str(exc))
+        self.assertIn('already attached to Ironic port p-1', str(exc))
+        self.assertEqual(1, len(self.ironic.calls_to('vif_attach')))
+
+    def test_attach_to_a_node_that_stays_locked_is_an_error(self) -> None:
+        # Ironic.vif_attach retried the lock (test_ironic_client); what is
+        # left is an error that says so, never a silent success.
+        self.flags(api_max_retries=2, api_retry_interval=0, group='ironic')
+        self.ironic.fail('vif_attach', ironic.Conflict(
+            fake_ironic.locked(self.node)))
+        exc = self.assertRaises(
+            exception.VirtualInterfacePlugException,
+            self.driver.attach_interface, self.ctxt, self.instance, None,
+            self.network_info('vif-1')[0])
+        self.assertIn('stayed locked', str(exc))
+        self.assertIn('api_max_retries = 2', str(exc))
+        self.assertIn('vif-1', str(exc))
+        self.assertEqual([], self.ironic.vifs[self.node])
+
+    def test_attach_409_whose_vifs_cannot_be_listed_is_an_error(
+            self) -> None:
+        self.ironic.fail('vif_attach', ironic.Conflict('conflict'))
+        self.ironic.fail('vif_list', ironic.IronicUnavailable('down'))
+        exc = self.assertRaises(
+            exception.VirtualInterfacePlugException,
+            self.driver.prepare_networks_before_block_device_mapping,
+            self.instance, self.network_info('vif-1'))
+        self.assertIn('cannot be listed: down', str(exc))
+
+    def stale(self) -> str:
+        """The node now holds another instance: the record is stale."""
+        self.ironic.nodes[self.node]['instance_uuid'] = 'other-instance'
+        self.ironic.vifs[self.node] = ['other-vif']
+        return 'does not hold instance %s (it holds other-instance)' % (
+            self.instance.uuid)
+
+    def test_vif_calls_never_touch_a_node_that_holds_another_instance(
+            self) -> None:
+        why = self.stale()
+        vif = self.network_info('other-vif')[0]
+        for error, call, args in [
+                (exception.VirtualInterfacePlugException,
+                 self.driver.attach_interface,
+                 (self.ctxt, self.instance, None, vif)),
+                (exception.VirtualInterfacePlugException,
+                 self.driver.prepare_networks_before_block_device_mapping,
+                 (self.instance, [vif])),
+                (exception.VirtualInterfaceUnplugException,
+                 self.driver.detach_interface, (self.ctxt, self.instance,
+                                                vif)),
+                (exception.VirtualInterfaceUnplugException,
+                 self.driver.unplug_vifs, (self.instance, [vif]))]:
+            exc = self.assertRaises(error, call, *args)
+            self.assertIn(why, str(exc))
+            self.assertIn(self.node, str(exc))
+        self.assertEqual([], self.ironic.calls_to('vif_attach'))
+        self.assertEqual([], self.ironic.calls_to('vif_detach'))
+        self.assertEqual(['other-vif'], self.ironic.vifs[self.node])
+
+    def test_unplug_after_a_failed_build_released_the_node(self) -> None:
+        self.ironic.vifs[self.node] = ['a']
+        self.ironic.nodes[self.node]['instance_uuid'] = None
+        self.driver.unplug_vifs(self.instance, self.network_info('a'))
+        self.assertEqual([], self.ironic.vifs[self.node])
+        exc = self.assertRaises(
+            exception.VirtualInterfaceUnplugException,
+            self.driver.detach_interface, self.ctxt, self.instance,
+            self.network_info('a')[0])
+        self.assertIn('(it holds none)', str(exc))
 
     def test_unplug_for_a_build_that_never_got_a_node(self) -> None:
         calls = len(self.ironic.calls)
@@ -348,3 +445,17 @@ class NetworkMetadataTest(InstanceOnNode):
         self.assertEqual('phy', links['p1']['type'])
         phy = next(lk for lk in md['links'] if lk.get('vif_id') == 'vif-2')
         self.assertEqual('52:54:00:00:00:03', phy['ethernet_mac_address'])
+
+
+class MigrationTest(InstanceOnNode):
+
+    def test_live_migration_fails_its_pre_check(self) -> None:
+        # nova's conductor keeps the server ACTIVE on a pre-check error;
+        # NotImplementedError there would put it in ERROR.
+        before = len(self.ironic.calls)
+        exc = self.assertRaises(
+            exception.MigrationPreCheckError,
+            self.driver.check_can_live_migrate_destination,
+            self.ctxt, self.instance, {}, {})
+        self.assertIn('live migration is not supported', str(exc))
+        self.assertEqual(before, len(self.ironic.calls))

@@ -30,6 +30,29 @@ IMAGE_1 = '155d900f-4e14-4e4c-a73d-069cbf4541e6'
 IMAGE_2 = 'a2459075-d96c-40d5-893e-577ff92e721c'
 
 
+def volume_bdm(ctxt: Any, instance: Any, volume_id: str = 'vol-1',
+               boot_index: int | None = 0) -> Any:
+    """A BlockDeviceMapping object of an iSCSI volume of ``instance``."""
+    from nova.tests.unit import fake_block_device
+    return fake_block_device.fake_bdm_object(
+        ctxt, {'source_type': 'volume', 'destination_type': 'volume',
+               'boot_index': boot_index, 'volume_id': volume_id,
+               'connection_info': '{"driver_volume_type": "iscsi",'
+               ' "data": {"target_lun": 1}}',
+               'device_name': '/dev/sda' if boot_index == 0 else '/dev/sdb',
+               'instance_uuid': instance.uuid})
+
+
+def block_device_info(ctxt: Any, instance: Any, *bdms: Any
+                      ) -> dict[str, Any]:
+    """block_device_info of ``bdms`` (default: an iSCSI boot volume)."""
+    from nova.virt import block_device as driver_block_device
+    bdms = bdms or (volume_bdm(ctxt, instance),)
+    return {'block_device_mapping':
+            [driver_block_device.DriverVolumeBlockDevice(b) for b in bdms],
+            'root_device_name': '/dev/sda'}
+
+
 class ReservationTest(base.DriverTestCase):
 
     def setUp(self) -> None:
@@ -139,18 +162,7 @@ class SpawnTest(base.DriverTestCase):
 
     def boot_volume(self) -> dict[str, Any]:
         """block_device_info of an iSCSI boot volume, vol-1."""
-        from nova.tests.unit import fake_block_device
-        from nova.virt import block_device as driver_block_device
-        bdm = fake_block_device.fake_bdm_object(
-            self.ctxt, {'source_type': 'volume', 'destination_type': 'volume',
-                        'boot_index': 0, 'volume_id': 'vol-1',
-                        'connection_info': '{"driver_volume_type": "iscsi",'
-                        ' "data": {"target_lun": 1}}',
-                        'device_name': '/dev/sda',
-                        'instance_uuid': self.instance.uuid})
-        return {'block_device_mapping':
-                [driver_block_device.DriverVolumeBlockDevice(bdm)],
-                'root_device_name': '/dev/sda'}
+        return block_device_info(self.ctxt, self.instance)
 
     def spawn(self, **kwargs: Any) -> None:
         self.driver.spawn(self.ctxt, self.instance, self.image, [],
@@ -289,6 +301,35 @@ class SpawnTest(base.DriverTestCase):
                          ironic.BadRequest('InvalidImage: no such image'))
         self.assertRaises(exception.BuildAbortException, self.spawn)
 
+    def test_stale_volume_targets_are_removed_before_a_deploy(self) -> None:
+        # A previous tenant's targets (its tear-down ran into cleaning).
+        for volume_id, index in (('old-root', 0), ('vol-1', 1)):
+            self.ironic.create_volume_target(
+                node_uuid=self.node, volume_id=volume_id,
+                volume_type='iscsi', boot_index=index)
+        self.spawn(block_device_info=self.boot_volume())
+        self.assertEqual([('vol-1', 0)],
+                         [(t.volume_id, t.boot_index)
+                          for t in self.ironic.targets[self.node]])
+
+    def test_image_deploy_removes_stale_volume_targets_too(self) -> None:
+        self.ironic.create_volume_target(node_uuid=self.node,
+                                         volume_id='old-root',
+                                         volume_type='iscsi', boot_index=0)
+        self.spawn()
+        self.assertEqual([], self.ironic.targets[self.node])
+
+    def test_stale_target_that_stays_fails_the_deploy(self) -> None:
+        self.ironic.create_volume_target(node_uuid=self.node,
+                                         volume_id='old-root',
+                                         volume_type='iscsi', boot_index=0)
+        self.ironic.fail('delete_volume_target',
+                         ironic.BadRequest('node is powered on'))
+        exc = self.assertRaises(exception.InstanceDeployFailure, self.spawn)
+        self.assertIn('stale volume targets', str(exc))
+        self.assertEqual([], self.ironic.calls_to('set_provision_state'))
+        self.assertIsNone(self.ironic.nodes[self.node]['instance_uuid'])
+
     def test_boot_from_volume_adds_targets_and_skips_image(self) -> None:
         bdi = self.boot_volume()
         self.spawn(block_device_info=bdi)
@@ -312,23 +353,103 @@ class DestroyTest(base.DriverTestCase):
             instance_uuid=self.instance.uuid, provision_state=states.ACTIVE,
             power_state=states.POWER_ON)
 
-    def destroy(self, *vifs: str) -> None:
+    def destroy(self, *vifs: str, bdi: Any = None) -> None:
         self.driver.destroy(self.ctxt, self.instance,
-                            self.network_info(*vifs))
+                            self.network_info(*vifs), block_device_info=bdi)
+
+    def deployed_from_volume(self) -> dict[str, Any]:
+        """A deployed boot-from-volume instance (vol-1 and data-1)."""
+        self.deployed()
+        bdi = block_device_info(
+            self.ctxt, self.instance, volume_bdm(self.ctxt, self.instance),
+            volume_bdm(self.ctxt, self.instance, 'data-1', 1))
+        for volume_id, index in (('vol-1', 0), ('data-1', 1)):
+            self.ironic.create_volume_target(
+                node_uuid=self.node, volume_id=volume_id,
+                volume_type='iscsi', boot_index=index)
+        return bdi
+
+    def states_at(self, method: str) -> list[str]:
+        """The node's provision state at each call of ``method``."""
+        seen: list[str] = []
+        real = getattr(self.ironic, method)
+
+        def spy(*args: Any, **kwargs: Any) -> Any:
+            seen.append(self.ironic.nodes[self.node]['provision_state'])
+            return real(*args, **kwargs)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_ironic_multi.tests.unit.fake_ironic.FakeIronic.' + method,
+            lambda _self, *a, **kw: spy(*a, **kw)))
+        return seen
 
     def test_regression_2019977_only_undeploy_never_patch(self) -> None:
-        self.deployed()
+        bdi = self.deployed_from_volume()
         self.ironic.vifs[self.node] = ['vif-1']
         self.ironic.steps = 3   # tear-down (with its node lock) takes a while
-        self.destroy('vif-1')
+        self.ironic.cleaning = True
+        deleted_in = self.states_at('delete_volume_target')
+        self.destroy('vif-1', bdi=bdi)
         self.assertEqual([(self.node, 'deleted', {})],
                          self.ironic.calls_to('set_provision_state'))
-        for forbidden in ('patch', 'release', 'vif_detach',
-                          'delete_volume_target'):
+        for forbidden in ('patch', 'release', 'vif_detach'):
             self.assertEqual([], self.ironic.calls_to(forbidden), forbidden)
+        # Volume targets go only once the tear-down and cleaning are over.
+        self.assertEqual([states.AVAILABLE] * 2, deleted_in)
+        self.assertEqual([], self.ironic.targets[self.node])
         node = self.ironic.nodes[self.node]
         self.assertEqual(states.AVAILABLE, node['provision_state'])
         self.assertIsNone(node['instance_uuid'])
+
+    def test_only_this_instances_volume_targets_are_removed(self) -> None:
+        bdi = self.deployed_from_volume()
+        self.ironic.create_volume_target(node_uuid=self.node,
+                                         volume_id='not-mine',
+                                         volume_type='iscsi', boot_index=5)
+        self.destroy(bdi=bdi)
+        self.assertEqual(['not-mine'], [t.volume_id for t in
+                                        self.ironic.targets[self.node]])
+
+    def test_image_backed_delete_lists_no_volume_target(self) -> None:
+        self.deployed()
+        self.destroy()
+        self.assertEqual([], self.ironic.calls_to('volume_targets'))
+
+    def test_cleaning_that_outlasts_the_wait_leaves_targets(self) -> None:
+        # The delete succeeds; the node's next deploy removes them.
+        self.flags(unprovision_timeout=1, group='ironic_multi')
+        bdi = self.deployed_from_volume()
+        self.ironic.cleaning = True
+        self.ironic.steps = 2
+        self.ironic.set_provision_state(self.node, 'deleted')
+        self.ironic.steps = 10 ** 6     # cleaning, once it starts, lasts
+        self.destroy(bdi=bdi)
+        self.assertEqual([], self.ironic.calls_to('delete_volume_target'))
+        self.assertEqual(2, len(self.ironic.targets[self.node]))
+        self.assertIn('stay on node %s until its next deploy' % self.node,
+                      self.stdlog.logger.output)
+
+    def test_targets_ironic_refuses_to_remove_are_logged(self) -> None:
+        bdi = self.deployed_from_volume()
+        self.ironic.fail('delete_volume_target',
+                         ironic.BadRequest('node is powered on'), times=2)
+        self.destroy(bdi=bdi)
+        self.assertEqual(2, len(self.ironic.targets[self.node]))
+        self.assertIn('node is powered on', self.stdlog.logger.output)
+        self.assertIsNone(self.ironic.nodes[self.node]['instance_uuid'])
+
+    def test_targets_of_a_node_another_instance_took_are_left(self) -> None:
+        bdi = self.deployed_from_volume()
+        real = self.ironic.set_provision_state
+
+        def then_taken(node: str, target: str, **kw: Any) -> None:
+            real(node, target, **kw)
+            self.ironic.nodes[node]['_pending']['final'].update(
+                instance_uuid='next-tenant')
+
+        self.ironic.set_provision_state = then_taken  # type: ignore
+        self.destroy(bdi=bdi)
+        self.assertEqual([], self.ironic.calls_to('delete_volume_target'))
 
     def test_destroy_is_idempotent(self) -> None:
         self.deployed()
@@ -422,9 +543,41 @@ class RebuildRescueTest(base.DriverTestCase):
         self.assertEqual(states.ACTIVE,
                          self.ironic.nodes[self.node]['provision_state'])
 
-    def test_rebuild_of_a_volume_is_refused(self) -> None:
-        self.assertRaises(exception.NovaException, self.rebuild,
-                          reimage_boot_volume=True)
+    def test_rebuild_at_2_93_of_an_image_backed_server(self) -> None:
+        # nova's API passes reimage_boot_volume=True on every rebuild from
+        # microversion 2.93; a data volume does not make the root a volume.
+        data = volume_bdm(self.ctxt, self.instance, 'data-1', None)
+        self.driver.rebuild(
+            self.ctxt, self.instance, self.image, [], None, {}, [data],
+            None, None, network_info=self.network_info(),
+            block_device_info=block_device_info(self.ctxt, self.instance,
+                                                data),
+            reimage_boot_volume=True)
+        self.assertEqual('rebuild',
+                         self.ironic.calls_to('set_provision_state')[0][1])
+        self.assertEqual(states.ACTIVE,
+                         self.ironic.nodes[self.node]['provision_state'])
+
+    def test_rebuild_of_a_volume_backed_server_is_refused(self) -> None:
+        root = volume_bdm(self.ctxt, self.instance)
+        for kwargs in ({'block_device_info': block_device_info(
+                            self.ctxt, self.instance, root)},
+                       {'bdms': [root]}):
+            for reimage in (True, False):
+                exc = self.assertRaises(
+                    exception.InstanceFaultRollback, self.driver.rebuild,
+                    self.ctxt, self.instance, self.image, [], None, {},
+                    kwargs.get('bdms', []), None, None,
+                    network_info=self.network_info(),
+                    block_device_info=kwargs.get('block_device_info'),
+                    reimage_boot_volume=reimage)
+                # nova keeps the server as it was and reports the reason.
+                self.assertIsInstance(exc.inner_exception,
+                                      exception.NovaException)
+                self.assertIn('boots from a volume',
+                              str(exc.inner_exception))
+        self.assertEqual([], self.ironic.calls_to('set_provision_state'))
+        self.assertEqual([], self.ironic.calls_to('patch'))
 
     def test_rebuild_refused_by_ironic(self) -> None:
         self.ironic.fail('set_provision_state',
@@ -458,18 +611,78 @@ class RebuildRescueTest(base.DriverTestCase):
                                 None, self.image, 'pw', None, None)
         self.assertIn('no ramdisk', str(exc))
 
-    def test_rescue_losing_ironic_midway_is_a_rescue_failure(self) -> None:
+    def test_rescue_losing_ironic_for_good_is_a_rescue_failure(self) -> None:
+        # One failed poll is polled past (test_failed_polls); an outage
+        # that outlasts the wait fails it, saying why.
+        self.flags(rescue_timeout=1, group='ironic_multi')
         real = self.ironic.set_provision_state
 
         def then_outage(node: str, target: str, **kw: Any) -> None:
             real(node, target, **kw)
-            self.ironic.fail('get_node', ironic.IronicUnavailable('down'))
+            self.ironic.fail('get_node', ironic.IronicUnavailable('down'),
+                             times=10 ** 4)
 
         self.ironic.set_provision_state = then_outage  # type: ignore
         exc = self.assertRaises(exception.InstanceRescueFailure,
                                 self.driver.rescue, self.ctxt, self.instance,
                                 None, self.image, 'pw', None, None)
         self.assertIn('down', str(exc))
+
+    def stale(self) -> str:
+        """The node now holds another instance: the record is stale."""
+        self.ironic.nodes[self.node]['instance_uuid'] = 'other-instance'
+        return 'Ironic node %s does not hold instance %s (it holds ' \
+            'other-instance)' % (self.node, self.instance.uuid)
+
+    def assert_node_untouched(self) -> None:
+        self.assertEqual([], self.ironic.calls_to('patch'))
+        self.assertEqual([], self.ironic.calls_to('set_provision_state'))
+        self.assertEqual('other-instance',
+                         self.ironic.nodes[self.node]['instance_uuid'])
+        self.assertEqual(states.ACTIVE,
+                         self.ironic.nodes[self.node]['provision_state'])
+
+    def test_rebuild_never_touches_a_node_that_holds_another_instance(
+            self) -> None:
+        why = self.stale()
+        exc = self.assertRaises(exception.InstanceDeployFailure,
+                                self.rebuild)
+        self.assertIn(why, str(exc))
+        self.assert_node_untouched()
+        self.instance.save.assert_not_called()
+
+    def test_rescue_never_touches_a_node_that_holds_another_instance(
+            self) -> None:
+        why = self.stale()
+        exc = self.assertRaises(exception.InstanceRescueFailure,
+                                self.driver.rescue, self.ctxt, self.instance,
+                                None, self.image, 'pw', None, None)
+        self.assertIn(why, str(exc))
+        self.assert_node_untouched()
+
+    def test_unrescue_never_touches_a_node_that_holds_another_instance(
+            self) -> None:
+        self.ironic.nodes[self.node]['provision_state'] = states.RESCUE
+        why = self.stale()
+        exc = self.assertRaises(exception.InstanceUnRescueFailure,
+                                self.driver.unrescue, self.ctxt,
+                                self.instance)
+        self.assertIn(why, str(exc))
+        self.assertEqual([], self.ironic.calls_to('set_provision_state'))
+        self.assertEqual(states.RESCUE,
+                         self.ironic.nodes[self.node]['provision_state'])
+
+    def test_actions_on_a_node_ironic_cannot_read_fail_naming_it(
+            self) -> None:
+        self.ironic.fail('get_node', ironic.IronicUnavailable('down'))
+        exc = self.assertRaises(exception.InstanceRescueFailure,
+                                self.driver.rescue, self.ctxt, self.instance,
+                                None, self.image, 'pw', None, None)
+        self.assertIn('cannot read Ironic node %s of instance %s: down'
+                      % (self.node, self.instance.uuid), str(exc))
+        del self.ironic.nodes[self.node]
+        self.assertRaises(exception.InstanceDeployFailure, self.rebuild)
+        self.assertEqual([], self.ironic.calls_to('set_provision_state'))
 
     def test_unrescue_refused(self) -> None:
         self.assertRaises(exception.InstanceUnRescueFailure,

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 from unittest import mock
 
@@ -22,6 +23,7 @@ from nova.conf import ironic as nova_ironic_conf
 from nova.conf import utils as conf_utils
 from oslo_config import cfg
 import pytest
+import requests
 
 from nova_ironic_multi import conf as nim_conf
 from nova_ironic_multi import ironic
@@ -113,6 +115,10 @@ def test_shard_scope_on_an_old_ironic_is_refused_not_widened() -> None:
         nodeinfo.LISTING_FIELDS)
 
 
+LOCKED = ('Node node is locked by host c1, please retry after the current '
+          'operation is completed.')
+
+
 def test_a_locked_node_is_retried_as_nova_configures() -> None:
     sleeps: list[float] = []
     client = ironic.Ironic(connection_conf(api_max_retries=3,
@@ -120,38 +126,198 @@ def test_a_locked_node_is_retried_as_nova_configures() -> None:
                            sleep=sleeps.append)
     fake = mock.Mock()
     fake.node.set_power_state.side_effect = [
-        ir_exc.Conflict('locked'), ir_exc.Conflict('locked'), None]
+        ir_exc.Conflict(LOCKED), ir_exc.Conflict(LOCKED), None]
     client._client, client._version = fake, (1, 115)
     client.set_power_state('node', 'on')
     assert fake.node.set_power_state.call_count == 3
     assert sleeps == [7, 7]
-    fake.node.set_power_state.side_effect = ir_exc.Conflict('locked')
+    fake.node.set_power_state.side_effect = ir_exc.Conflict(LOCKED)
     with pytest.raises(ironic.Conflict):
         client.set_power_state('node', 'on')
     assert fake.node.set_power_state.call_count == 3 + 4
 
 
-def test_the_reservation_is_never_retried() -> None:
-    client = ironic.Ironic(connection_conf(api_max_retries=60),
-                           sleep=lambda s: None)
-    fake = mock.Mock()
-    fake.node.update.side_effect = ir_exc.Conflict('associated')
-    client._client, client._version = fake, (1, 115)
+def test_a_conflict_other_than_a_lock_is_an_answer_not_retried() -> None:
+    # Retrying a duplicate volume target would only repeat the 409 for
+    # api_max_retries x api_retry_interval seconds (two minutes by default).
+    client, fake, sleeps = fake_client(api_max_retries=60)
+    fake.volume_target.create.side_effect = ir_exc.Conflict(
+        'A volume target with the boot index 0 already exists for node')
     with pytest.raises(ironic.Conflict):
+        client.create_volume_target(node_uuid='node', boot_index=0)
+    assert fake.volume_target.create.call_count == 1
+    assert sleeps == []
+
+
+def fake_client(**opts: Any) -> tuple[ironic.Ironic, Any, list[float]]:
+    """A client on a mock python-ironicclient; sleeps are recorded."""
+    sleeps: list[float] = []
+    client = ironic.Ironic(connection_conf(**opts), sleep=sleeps.append)
+    fake = mock.Mock()
+    client._client, client._version = fake, (1, 115)
+    return client, fake, sleeps
+
+
+NO_FREE_WORKER = ir_exc.ServiceUnavailable(
+    'No free conductor workers available')
+
+
+@pytest.mark.parametrize('error', [
+    ir_exc.Conflict('associated'), NO_FREE_WORKER,
+    ks_exc.ConnectFailure('refused'), ir_exc.InternalServerError('boom')])
+def test_the_reservation_is_never_retried(error: Exception) -> None:
+    client, fake, sleeps = fake_client(api_max_retries=60)
+    fake.node.update.side_effect = error
+    with pytest.raises(ironic.IronicError):
         client.reserve('node', 'inst')
     fake.node.update.assert_called_once_with(
         'node', [{'op': 'add', 'path': '/instance_uuid', 'value': 'inst'}])
+    assert sleeps == []
 
 
-def test_an_outage_is_never_retried() -> None:
-    client = ironic.Ironic(connection_conf(api_max_retries=60),
-                           sleep=lambda s: None)
+@pytest.mark.parametrize('request_name,method,args', [
+    ('provision', 'set_provision_state', ('node', 'active')),
+    ('power', 'set_power_state', ('node', 'on')),
+    ('get', 'get', ('node',)),
+    ('vif_detach', 'vif_detach', ('node', 'vif')),
+    ('release', 'update', ('node',)),
+])
+def test_no_free_conductor_worker_is_retried_as_nova_configures(
+        request_name: str, method: str, args: tuple[str, ...],
+        caplog: pytest.LogCaptureFixture) -> None:
+    client, fake, sleeps = fake_client(api_max_retries=3,
+                                       api_retry_interval=5)
+    getattr(fake.node, method).side_effect = [NO_FREE_WORKER,
+                                              NO_FREE_WORKER, mock.Mock()]
+    call = {'provision': client.set_provision_state,
+            'power': client.set_power_state,
+            'get': client.get_fields,
+            'vif_detach': client.vif_detach,
+            'release': client.release}[request_name]
+    with caplog.at_level('DEBUG', logger='nova_ironic_multi.ironic'):
+        if request_name == 'get':
+            call('node', ['uuid'])
+        else:
+            call(*args)
+    assert getattr(fake.node, method).call_count == 3
+    assert sleeps == [5, 5]
+    retries = [r for r in caplog.records if 'retry' in r.getMessage()]
+    assert [r.levelname for r in retries] == ['DEBUG', 'DEBUG']
+    assert 'retry 2 of 3' in retries[-1].getMessage()
+
+
+def test_503_is_retried_n_times_then_the_error_says_so(
+        caplog: pytest.LogCaptureFixture) -> None:
+    client, fake, sleeps = fake_client(api_max_retries=4,
+                                       api_retry_interval=2)
+    fake.node.set_provision_state.side_effect = NO_FREE_WORKER
+    with pytest.raises(ironic.IronicUnavailable) as e:
+        client.set_provision_state('node-1', 'active')
+    assert ironic.is_transient(e.value)
+    assert fake.node.set_provision_state.call_count == 1 + 4
+    assert sleeps == [2] * 4
+    (warning,) = [r for r in caplog.records if r.levelname == 'WARNING']
+    message = warning.getMessage()
+    assert 'node.set_provision_state node-1' in message
+    assert 'after 5 attempts' in message
+    assert 'api_max_retries = 4' in message
+    assert 'api_retry_interval = 2' in message
+
+
+@pytest.mark.parametrize('error', [
+    ks_exc.ConnectFailure('reset by peer'),
+    ks_exc.ConnectTimeout('slow'),
+    ir_exc.ConnectionRefused('refused'),
+])
+def test_connection_failures_are_retried(error: Exception) -> None:
+    client, fake, sleeps = fake_client(api_max_retries=60,
+                                       api_retry_interval=1)
+    fake.node.set_power_state.side_effect = [error, error, None]
+    client.set_power_state('node', 'off')
+    assert fake.node.set_power_state.call_count == 3
+    assert sleeps == [1, 1]
+
+
+def test_a_failed_connection_attempt_is_retried_too() -> None:
+    # Ironic unreachable when the first request connects (and negotiates).
+    conf = connection_conf(endpoint_override='http://127.0.0.1:6385',
+                           api_max_retries=2, api_retry_interval=0)
     fake = mock.Mock()
-    fake.node.get.side_effect = ks_exc.ConnectFailure('refused')
-    client._client, client._version = fake, (1, 115)
-    with pytest.raises(ironic.IronicUnavailable):
-        client.get_node('node')
+    fake.negotiate_api_version.side_effect = [ks_exc.ConnectFailure('no'),
+                                              '1.82']
+    with mock.patch('ironicclient.client.get_client', return_value=fake):
+        client = ironic.Ironic(conf, sleep=lambda s: None)
+        client.get_fields('node', ['uuid'])
     assert fake.node.get.call_count == 1
+
+
+def answer_timed_out() -> Exception:
+    """What keystoneauth raises when Ironic's answer times out."""
+    try:
+        try:
+            raise requests.exceptions.ReadTimeout('read timed out')
+        except requests.exceptions.Timeout:
+            # No "from": exactly as keystoneauth raises it.
+            raise ks_exc.ConnectTimeout(  # noqa: B904
+                'Request to ironic timed out')
+    except ks_exc.ConnectTimeout as e:
+        return e
+
+
+@pytest.mark.parametrize('error,expected', [
+    (ir_exc.InternalServerError('db'), ironic.IronicUnavailable),
+    (answer_timed_out(), ironic.IronicUnavailable),
+    (ir_exc.BadRequest('bad state'), ironic.BadRequest),
+    (ir_exc.NotFound('gone'), ironic.NodeNotFound),
+])
+def test_answers_that_may_follow_an_action_are_not_retried(
+        error: Exception, expected: type) -> None:
+    # Ironic may have acted (a 500, an answer that timed out) or would say
+    # the same again (4xx): the caller decides.
+    client, fake, sleeps = fake_client(api_max_retries=60)
+    fake.node.set_provision_state.side_effect = error
+    with pytest.raises(expected) as e:
+        client.set_provision_state('node', 'deleted')
+    assert not ironic.is_transient(e.value)
+    assert fake.node.set_provision_state.call_count == 1
+    assert sleeps == []
+
+
+def test_the_listing_is_not_retried_the_next_period_is() -> None:
+    client, fake, sleeps = fake_client(api_max_retries=60)
+    fake.node.list.side_effect = ks_exc.ConnectFailure('refused')
+    with pytest.raises(ironic.IronicUnavailable):
+        client.list_nodes(partition.Scope())
+    assert fake.node.list.call_count == 1
+
+
+def test_vif_attach_retries_transient_failures_and_locks_not_409s(
+        ) -> None:
+    client, fake, sleeps = fake_client(api_max_retries=60)
+    fake.node.vif_attach.side_effect = [
+        NO_FREE_WORKER, ir_exc.Conflict(LOCKED), None]
+    client.vif_attach('node', 'vif')
+    assert fake.node.vif_attach.call_count == 3
+    fake.node.vif_attach.side_effect = ir_exc.Conflict('attached')
+    with pytest.raises(ironic.Conflict):
+        client.vif_attach('node', 'vif')
+    assert fake.node.vif_attach.call_count == 4
+
+
+def test_an_nmi_is_never_repeated_after_a_lost_answer() -> None:
+    client, fake, sleeps = fake_client(api_max_retries=60)
+    fake.node.inject_nmi.side_effect = ks_exc.ConnectFailure('reset')
+    with pytest.raises(ironic.IronicUnavailable):
+        client.inject_nmi('node')
+    assert fake.node.inject_nmi.call_count == 1
+
+
+def test_no_retries_configured_means_one_attempt() -> None:
+    client, fake, sleeps = fake_client(api_max_retries=0)
+    fake.node.set_power_state.side_effect = NO_FREE_WORKER
+    with pytest.raises(ironic.IronicUnavailable):
+        client.set_power_state('node', 'on')
+    assert fake.node.set_power_state.call_count == 1
 
 
 @pytest.mark.parametrize('raised,expected', [
@@ -226,3 +392,43 @@ def test_no_endpoint_says_which_options_to_set() -> None:
                        match=r'\[ironic\] has neither endpoint_override '
                        r'nor auth_type'):
         ironic.Ironic(conf).get_node('n')
+
+
+def test_vif_list_returns_the_ids() -> None:
+    client = ironic.Ironic(connection_conf())
+    fake = mock.Mock()
+    fake.node.vif_list.return_value = [mock.Mock(id='v1'),
+                                       mock.Mock(id='v2')]
+    client._client, client._version = fake, (1, 115)
+    assert client.vif_list('node') == ['v1', 'v2']
+    fake.node.vif_list.assert_called_once_with('node')
+
+
+@pytest.mark.parametrize('message,locked', [
+    ('Node n1 is locked by host c1, please retry after the current '
+     'operation is completed. (HTTP 409)', True),
+    ('Unable to attach VIF because VIF v1 is already attached to Ironic '
+     'port p1 (HTTP 409)', False),
+    ('Node n1 is associated with instance i1. (HTTP 409)', False),
+])
+def test_a_locked_node_is_told_from_other_conflicts(message: str,
+                                                    locked: bool) -> None:
+    client = ironic.Ironic(connection_conf(api_max_retries=0))
+    fake = mock.Mock()
+    fake.node.vif_attach.side_effect = ir_exc.Conflict(message)
+    client._client, client._version = fake, (1, 115)
+    with pytest.raises(ironic.Conflict) as e:
+        client.vif_attach('n1', 'v1')
+    assert ironic.is_node_locked(e.value) is locked
+
+
+def test_the_clients_own_retry_errors_are_not_logged(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # With its retries off, python-ironicclient logs every 503 at ERROR
+    # ("Attempt 1 of 1") before _call retries it, perhaps successfully.
+    ironic.Ironic(connection_conf())
+    client_log = logging.getLogger('ironicclient.common.http')
+    client_log.error('Error contacting Ironic server: No free conductor '
+                     'workers (HTTP 503). Attempt 1 of 1')
+    client_log.error('something else')
+    assert [r.getMessage() for r in caplog.records] == ['something else']

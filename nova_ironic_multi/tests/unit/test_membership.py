@@ -27,6 +27,7 @@ from oslo_utils import timeutils
 from nova_ironic_multi import conf as nim_conf
 from nova_ironic_multi import loader
 from nova_ironic_multi import membership
+from nova_ironic_multi.membership import servicegroup
 from nova_ironic_multi import ownership
 from nova_ironic_multi import partition
 from nova_ironic_multi import rings
@@ -101,6 +102,37 @@ class NovaMembershipTest(test.TestCase):
         self.assertEqual({'host1', 'host3'},
                          self.peers('servicegroup', 'host1',
                                     peer_list=['host1', 'HOST3']))
+
+    def test_regression_1866380_mixed_case_service_hosts_in_peer_list(
+            self) -> None:
+        # nova keeps a service's host as the operator wrote it; peer_list
+        # may spell it otherwise. Both sides are compared lower-cased.
+        make_service(self.ctxt, 'HOST1')
+        make_service(self.ctxt, 'Host2')
+        make_service(self.ctxt, 'host3')
+        make_service(self.ctxt, 'hOsT4')
+        peer_list = ['host1', 'HOST2', 'Host3']
+        for plugin in ('servicegroup', 'static'):
+            for host in ('HOST1', 'Host2', 'host3'):
+                self.assertEqual(
+                    {'host1', 'host2', 'host3'},
+                    self.peers(plugin, host, peer_list=peer_list),
+                    (plugin, host))
+
+    def test_counts_compares_host_names_lower_cased(self) -> None:
+        part = partition.Partition(
+            host='host1', scope=partition.Scope(),
+            peers=frozenset({'host1', 'host2'}),
+            membership_driver='static', ring_algorithm='compatible',
+            partition_exponent=5)
+        make_service(self.ctxt, 'HoSt2')
+        make_service(self.ctxt, 'Host5')
+        svcs = {s.host: s for s in servicegroup.services(
+            self.ctxt)}
+        self.assertTrue(servicegroup.counts(
+            svcs['HoSt2'], part, None))
+        self.assertFalse(servicegroup.counts(
+            svcs['Host5'], part, None))
 
     def test_static_counts_listed_services_even_without_nodes(self) -> None:
         make_service(self.ctxt, 'host1')

@@ -1,0 +1,681 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""A fleet under churn, as a hypothesis state machine.
+
+Each simulated nova-compute host runs the real refresh
+(:class:`inventory.Inventory`: :func:`partition.resolve` on its own
+configuration, the real membership plugins, the ring cache and plugins,
+:func:`ownership.select`, the orphan rules). What is simulated is the world
+they read: Ironic's nodes, nova's service records (disabled, forced down,
+last heartbeat, whether the host has compute nodes), its instances and its
+compute node rows, and nova's scheduler and resource tracker around them.
+
+Hosts join, leave, die, come back, are disabled and forced down; nodes are
+enrolled, deleted, put into maintenance and moved between conductor groups;
+instances are booted by the host whose compute node the scheduler picks and
+deleted (locally by nova-api when their host is down, leaving an orphan its
+host reaps later); each host refreshes at its own moments, and time passes.
+Three ways to run a fleet are drawn: no partition and ``servicegroup``
+membership, and conductor groups with ``peer_list`` and ``servicegroup`` or
+``static`` membership.
+
+Invariants:
+
+1. at every step, a node carrying an instance is managed (has its compute
+   node, and is in a host's division) by no host but the instance's, except
+   by a host that has not refreshed since the instance was placed;
+2. once every live host has refreshed on one view of the world (repeated
+   while a refresh changes what another host sees), every in-scope free
+   node has exactly one manager, and its compute node is that host's;
+3. between two such settled views, a node free in both keeps its manager
+   unless the members or the nodes of a scope containing it changed.
+
+The CI profile (``nova_ironic_multi.tests.profiles``) runs at least 10^4
+steps per ring; ``--hypothesis-profile churn-deep`` runs 2 * 10^5.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterator
+import contextlib
+import dataclasses
+import logging
+from typing import Any
+from unittest import mock
+import uuid
+
+from hypothesis import settings
+from hypothesis import stateful
+from hypothesis import strategies as st
+from nova import objects
+from oslo_config import cfg
+import pytest
+
+from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi import inventory
+from nova_ironic_multi.membership import servicegroup
+from nova_ironic_multi import nodeinfo
+from nova_ironic_multi import states
+from nova_ironic_multi.tests import profiles
+
+#: Host names as operators write them: the ring must not care (1866380).
+NAMES = ('host1', 'Host2', 'HOST3', 'host4', 'hOst5')
+#: Conductor groups with hosts; nodes may also sit in UNSERVED.
+GROUPS = ('rack-a', 'rack-b')
+UNSERVED = 'rack-c'
+#: nova's service_down_time, in ticks; live hosts heartbeat every tick.
+DOWN_TIME = 3
+#: Modes: (partitioned by conductor group, membership plugin).
+MODES = ((False, 'servicegroup'), (True, 'servicegroup'), (True, 'static'))
+#: A settled view must be reached within this many rounds of refreshes.
+MAX_ROUNDS = 4
+NODE_NS = uuid.UUID('8a0a1e0c-2f6b-4d0e-9c2e-7a1b5d3c9f00')
+INSTANCE_NS = uuid.UUID('3f1c7e52-90d4-4b8a-a6e1-0c5d2b9e4f11')
+
+
+@dataclasses.dataclass
+class Service:
+    """A nova-compute service record, as the membership plugins read it."""
+
+    host: str
+    updated_at: int
+    disabled: bool = False
+    forced_down: bool = False
+
+
+@dataclasses.dataclass
+class Node:
+    group: str
+    instance: str | None = None
+    maintenance: bool = False
+
+
+@dataclasses.dataclass
+class Instance:
+    host: str
+    node: str
+    #: The step at which the scheduler placed it.
+    placed_at: int
+    deleted: bool = False
+
+
+@dataclasses.dataclass
+class Host:
+    """One nova-compute process and the driver's cache in it."""
+
+    name: str
+    group: str | None
+    conf: cfg.ConfigOpts
+    inventory: inventory.Inventory
+    #: The step of its last refresh (-1: none since it started).
+    refreshed_at: int = -1
+
+    @property
+    def owned(self) -> frozenset[str]:
+        return frozenset(self.inventory.cached().nodes)
+
+
+class Fleet:
+    """The world the hosts read: Ironic, nova's database, the clock."""
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.step = 0
+        self.services: dict[str, Service] = {}
+        self.nodes: dict[str, Node] = {}
+        self.instances: dict[str, Instance] = {}
+        #: compute_nodes rows: node -> host.
+        self.compute_nodes: dict[str, str] = {}
+        self._infos: dict[tuple[str, str, str | None, bool],
+                          nodeinfo.NodeInfo] = {}
+
+    # Ironic (the driver's client) -----------------------------------------
+
+    def list_nodes(self, scope: Any) -> list[nodeinfo.NodeInfo]:
+        found = []
+        for u, n in self.nodes.items():
+            if not scope.contains(n.group, None):
+                continue
+            key = (u, n.group, n.instance, n.maintenance)
+            info = self._infos.get(key)
+            if info is None:
+                info = self._infos[key] = nodeinfo.NodeInfo(
+                    uuid=u, instance_uuid=n.instance,
+                    maintenance=n.maintenance, conductor_group=n.group,
+                    power_state=states.POWER_ON if n.instance else
+                    states.POWER_OFF,
+                    provision_state=states.ACTIVE if n.instance else
+                    states.AVAILABLE, resource_class='baremetal')
+            found.append(info)
+        return found
+
+    # nova's objects ---------------------------------------------------------
+
+    def uuids_by_host(self, ctxt: Any, host: str) -> list[str]:
+        return [u for u, i in self.instances.items()
+                if i.host == host and not i.deleted]
+
+    def instances_by_filters(self, ctxt: Any, filters: dict[str, Any],
+                             expected_attrs: Any = None) -> list[Any]:
+        return [mock.Mock(uuid=u, host=self.instances[u].host,
+                          deleted=self.instances[u].deleted)
+                for u in filters['uuid'] if u in self.instances]
+
+    def ironic_computes(self, ctxt: Any, hv_type: str) -> list[Service]:
+        # Enabled services with a compute node of hypervisor type ironic.
+        hosts = set(self.compute_nodes.values())
+        return [s for s in self.services.values()
+                if not s.disabled and s.host in hosts]
+
+    def all_services(self, ctxt: Any, binary: str,
+                     include_disabled: bool = False) -> list[Service]:
+        return list(self.services.values())
+
+    def service(self, ctxt: Any, host: str, binary: str) -> Service | None:
+        return self.services.get(host)
+
+    def service_is_up(self, svc: Service) -> bool:
+        # As nova's database servicegroup driver decides.
+        return not svc.forced_down and self.now - svc.updated_at <= DOWN_TIME
+
+    def usable(self, host: str) -> bool:
+        """The scheduler would send a build there (ComputeFilter)."""
+        svc = self.services.get(host)
+        return (svc is not None and not svc.disabled and
+                self.service_is_up(svc))
+
+
+class ServiceGroupAPI:
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+
+    def service_is_up(self, svc: Service) -> bool:
+        return self.fleet.service_is_up(svc)
+
+
+#: The fleet of the running state machine (the patched nova calls read it).
+CURRENT: list[Fleet] = []
+
+
+def _current() -> Fleet:
+    return CURRENT[-1]
+
+
+@contextlib.contextmanager
+def simulated_nova() -> Iterator[None]:
+    """nova's objects and servicegroup API answer from the current fleet."""
+    patches = [
+        mock.patch.object(objects.InstanceList, 'get_uuids_by_host',
+                          lambda *a: _current().uuids_by_host(*a)),
+        mock.patch.object(objects.InstanceList, 'get_by_filters',
+                          lambda *a, **k: _current().instances_by_filters(
+                              *a, **k)),
+        mock.patch.object(objects.ServiceList, 'get_all_computes_by_hv_type',
+                          lambda *a: _current().ironic_computes(*a)),
+        mock.patch.object(objects.ServiceList, 'get_by_binary',
+                          lambda *a, **k: _current().all_services(*a, **k)),
+        mock.patch.object(objects.Service, 'get_by_host_and_binary',
+                          lambda *a: _current().service(*a)),
+        mock.patch.object(servicegroup.servicegroup, 'API',
+                          lambda: ServiceGroupAPI(_current())),
+    ]
+    quiet = logging.getLogger('nova_ironic_multi')
+    level = quiet.level
+    # Every membership change is logged at INFO or WARNING; thousands of
+    # them cost more than the refreshes.
+    quiet.setLevel(logging.ERROR)
+    with contextlib.ExitStack() as stack:
+        for p in patches:
+            stack.enter_context(p)
+        try:
+            yield
+        finally:
+            quiet.setLevel(level)
+
+
+class Churn(stateful.RuleBasedStateMachine):
+    """The fleet; subclasses choose the ring."""
+
+    RING = ''
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fleet = Fleet()
+        CURRENT.append(self.fleet)
+        self.hosts: dict[str, Host] = {}
+        self.partitioned = False
+        self.membership = 'servicegroup'
+        self.node_count = 0
+        self.instance_count = 0
+        self._group_of: dict[str, str | None] = {}
+        self.last_settled: dict[str, tuple[Any, str]] | None = None
+
+    def teardown(self) -> None:
+        CURRENT.remove(self.fleet)
+
+    # Helpers --------------------------------------------------------------
+
+    def _tick(self) -> None:
+        self.fleet.step += 1
+        profiles.STEPS[self.RING] += 1
+
+    def _alive(self) -> list[str]:
+        return sorted(self.hosts)
+
+    def _peer_list(self, group: str) -> list[str]:
+        return sorted(n for n, s in self.fleet.services.items()
+                      if self._group_of.get(n) == group)
+
+    def _configure(self, host: Host) -> None:
+        conf = host.conf
+        conf.set_override('ring_algorithm', self.RING, group='ironic_multi')
+        conf.set_override('membership_driver', self.membership,
+                          group='ironic_multi')
+        if host.group is not None:
+            conf.set_override('partition_key', host.group,
+                              group='ironic_multi')
+            conf.set_override('peer_list', self._peer_list(host.group),
+                              group='ironic_multi')
+
+    def _reconfigure_group(self, group: str | None) -> None:
+        # The operator's configuration management pushes the new peer_list
+        # to every host of the group (with a SIGHUP).
+        if group is None:
+            return
+        for h in self.hosts.values():
+            if h.group == group:
+                self._configure(h)
+
+    def _start(self, name: str) -> None:
+        conf = cfg.ConfigOpts()
+        nim_conf.register_opts(conf)
+        inv = inventory.Inventory(conf, self.fleet, name)  # type: ignore
+        host = Host(name, self._group_of.get(name), conf, inv)
+        self._configure(host)
+        self.hosts[name] = host
+        self.fleet.services[name].updated_at = self.fleet.now
+
+    def _refresh(self, name: str) -> bool:
+        """One resource-tracker period of ``name``; whether it changed."""
+        host = self.hosts[name]
+        before = host.owned
+        rows = dict(self.fleet.compute_nodes)
+        host.inventory.refresh()
+        host.refreshed_at = self.fleet.step
+        owned = host.owned
+        for node in owned:
+            # Created, or taken over from another host (a rebalance).
+            self.fleet.compute_nodes[node] = name
+        for node, owner in list(self.fleet.compute_nodes.items()):
+            if owner == name and node not in owned:
+                # The resource tracker deletes compute nodes its driver no
+                # longer reports.
+                del self.fleet.compute_nodes[node]
+        # Straight after a refresh the host's division is exact.
+        for node in owned:
+            inst = self.fleet.nodes[node].instance
+            assert inst is None or self.fleet.instances[inst].host == name, (
+                '%s manages %s, which carries %s of %s' % (
+                    name, node, inst, self.fleet.instances[inst].host))
+        return before != owned or rows != self.fleet.compute_nodes
+
+    def _free_nodes(self) -> list[str]:
+        return sorted(u for u, n in self.fleet.nodes.items()
+                      if n.instance is None)
+
+    # Set-up ---------------------------------------------------------------
+
+    @stateful.initialize(
+        mode=st.sampled_from(MODES),
+        hosts=st.lists(st.sampled_from(NAMES), min_size=1,
+                       max_size=len(NAMES), unique=True),
+        groups=st.lists(st.sampled_from(GROUPS), min_size=len(NAMES),
+                        max_size=len(NAMES)),
+        nodes=st.integers(min_value=0, max_value=14))
+    def start(self, mode: tuple[bool, str], hosts: list[str],
+              groups: list[str], nodes: int) -> None:
+        self.partitioned, self.membership = mode
+        for name, group in zip(hosts, groups, strict=False):
+            self._join(name, group)
+        for i in range(nodes):
+            self._enroll(GROUPS[i % len(GROUPS)])
+        # Started in this order, each host has refreshed once.
+        for name in hosts:
+            self._refresh(name)
+
+    # Hosts ----------------------------------------------------------------
+
+    def _join(self, name: str, group: str) -> None:
+        self._group_of[name] = group if self.partitioned else None
+        self.fleet.services[name] = Service(name, self.fleet.now)
+        self._start(name)
+        self._reconfigure_group(self._group_of[name])
+
+    @stateful.precondition(lambda self: len(self.fleet.services) < len(NAMES))
+    @stateful.rule(data=st.data(), group=st.sampled_from(GROUPS))
+    def join(self, data: st.DataObject, group: str) -> None:
+        self._tick()
+        self._join(data.draw(st.sampled_from(
+            [n for n in NAMES if n not in self.fleet.services])), group)
+
+    def _leavable(self) -> list[str]:
+        # nova refuses to delete a service that still hosts instances; the
+        # operator deletes (or reaps) them first.
+        busy = {i.host for i in self.fleet.instances.values()}
+        return sorted(set(self.fleet.services) - busy)
+
+    @stateful.precondition(lambda self: bool(self._leavable()))
+    @stateful.rule(data=st.data())
+    def leave(self, data: st.DataObject) -> None:
+        self._tick()
+        name = data.draw(st.sampled_from(self._leavable()))
+        self.hosts.pop(name, None)
+        del self.fleet.services[name]
+        for node, owner in list(self.fleet.compute_nodes.items()):
+            if owner == name:
+                del self.fleet.compute_nodes[node]
+        self._reconfigure_group(self._group_of.pop(name))
+
+    @stateful.precondition(lambda self: bool(self.hosts))
+    @stateful.rule(data=st.data())
+    def die(self, data: st.DataObject) -> None:
+        self._tick()
+        self.hosts.pop(data.draw(st.sampled_from(self._alive())))
+
+    @stateful.precondition(
+        lambda self: len(self.fleet.services) > len(self.hosts))
+    @stateful.rule(data=st.data())
+    def restart(self, data: st.DataObject) -> None:
+        dead = sorted(set(self.fleet.services) - set(self.hosts))
+        if not dead:
+            return
+        self._tick()
+        # A new process: an empty cache, its compute nodes still in nova.
+        self._start(data.draw(st.sampled_from(dead)))
+
+    @stateful.precondition(lambda self: bool(self.fleet.services))
+    @stateful.rule(data=st.data(),
+                   what=st.sampled_from(('disabled', 'forced_down')))
+    def toggle_service(self, data: st.DataObject, what: str) -> None:
+        self._tick()
+        svc = self.fleet.services[data.draw(
+            st.sampled_from(sorted(self.fleet.services)))]
+        setattr(svc, what, not getattr(svc, what))
+
+    @stateful.rule(ticks=st.integers(min_value=1, max_value=DOWN_TIME + 1))
+    def time_passes(self, ticks: int) -> None:
+        self._tick()
+        self.fleet.now += ticks
+        for name in self.hosts:
+            self.fleet.services[name].updated_at = self.fleet.now
+
+    @stateful.precondition(lambda self: bool(self.hosts))
+    @stateful.rule(data=st.data())
+    def refresh(self, data: st.DataObject) -> None:
+        self._tick()
+        self._refresh(data.draw(st.sampled_from(self._alive())))
+
+    # Nodes ----------------------------------------------------------------
+
+    def _enroll(self, group: str) -> None:
+        self.node_count += 1
+        node = str(uuid.uuid5(NODE_NS, str(self.node_count)))
+        self.fleet.nodes[node] = Node(group)
+
+    @stateful.precondition(lambda self: len(self.fleet.nodes) < 16)
+    @stateful.rule(group=st.sampled_from(GROUPS + (UNSERVED,)))
+    def enroll(self, group: str) -> None:
+        self._tick()
+        self._enroll(group)
+
+    @stateful.precondition(lambda self: bool(self._free_nodes()))
+    @stateful.rule(data=st.data())
+    def delete_node(self, data: st.DataObject) -> None:
+        # Ironic refuses to delete a node with an instance.
+        free = self._free_nodes()
+        if not free:
+            return
+        self._tick()
+        del self.fleet.nodes[data.draw(st.sampled_from(free))]
+
+    @stateful.precondition(lambda self: bool(self._free_nodes()))
+    @stateful.rule(data=st.data(), group=st.sampled_from(GROUPS + (UNSERVED,)))
+    def move_node(self, data: st.DataObject, group: str) -> None:
+        free = self._free_nodes()
+        if not free:
+            return
+        self._tick()
+        self.fleet.nodes[data.draw(st.sampled_from(free))].group = group
+
+    @stateful.precondition(lambda self: bool(self.fleet.nodes))
+    @stateful.rule(data=st.data())
+    def toggle_maintenance(self, data: st.DataObject) -> None:
+        self._tick()
+        node = self.fleet.nodes[data.draw(
+            st.sampled_from(sorted(self.fleet.nodes)))]
+        node.maintenance = not node.maintenance
+
+    # Instances ------------------------------------------------------------
+
+    def _bootable(self) -> list[str]:
+        # The scheduler picks a compute node whose host it would build on;
+        # that host reserves the node in Ironic (free, not in maintenance).
+        fleet = self.fleet
+        return sorted(
+            u for u, host in fleet.compute_nodes.items()
+            if u in fleet.nodes and fleet.nodes[u].instance is None and
+            not fleet.nodes[u].maintenance and host in self.hosts and
+            fleet.usable(host))
+
+    @stateful.precondition(lambda self: bool(self._bootable()))
+    @stateful.rule(data=st.data())
+    def boot(self, data: st.DataObject) -> None:
+        self._tick()
+        self._boot(data)
+
+    def _boot(self, data: st.DataObject) -> None:
+        fleet = self.fleet
+        choices = self._bootable()
+        node = data.draw(st.sampled_from(choices))
+        self.instance_count += 1
+        inst = str(uuid.uuid5(INSTANCE_NS, str(self.instance_count)))
+        fleet.instances[inst] = Instance(fleet.compute_nodes[node], node,
+                                         fleet.step)
+        fleet.nodes[node].instance = inst
+
+    def _deletable(self) -> list[str]:
+        # nova-api deletes through the instance's host when its service is
+        # up (a dead host that is not yet down leaves it in deleting).
+        fleet = self.fleet
+        return [u for u, inst in sorted(fleet.instances.items())
+                if not inst.deleted and (
+                    inst.host in self.hosts or
+                    not fleet.service_is_up(fleet.services[inst.host]))]
+
+    @stateful.precondition(lambda self: bool(self._deletable()))
+    @stateful.rule(data=st.data())
+    def delete_instance(self, data: st.DataObject) -> None:
+        self._tick()
+        self._delete(data)
+
+    def _delete(self, data: st.DataObject) -> None:
+        fleet = self.fleet
+        choices = self._deletable()
+        u = data.draw(st.sampled_from(choices))
+        inst = fleet.instances[u]
+        if fleet.service_is_up(fleet.services[inst.host]):
+            # The host tears the node down, then the instance is gone.
+            fleet.nodes[inst.node].instance = None
+            del fleet.instances[u]
+        else:
+            # nova-api deletes locally: the node keeps the instance (an
+            # orphan) until its host's reaper finds it.
+            inst.deleted = True
+
+    @stateful.precondition(lambda self: bool(self.hosts))
+    @stateful.rule(data=st.data())
+    def reap(self, data: st.DataObject) -> None:
+        # nova's _cleanup_running_deleted_instances on one host: the
+        # deleted instances its driver lists are torn down.
+        self._tick()
+        name = data.draw(st.sampled_from(self._alive()))
+        listed = self.hosts[name].inventory.cached().by_instance
+        for u, node in listed.items():
+            inst = self.fleet.instances.get(u)
+            if (inst is not None and inst.deleted and
+                    self.fleet.nodes.get(node) is not None and
+                    self.fleet.nodes[node].instance == u):
+                self.fleet.nodes[node].instance = None
+                del self.fleet.instances[u]
+
+    # A settled view -------------------------------------------------------
+
+    @stateful.rule(data=st.data())
+    def settle(self, data: st.DataObject) -> None:
+        """Time passes; every live host refreshes until nothing changes.
+
+        Beyond service_down_time, so dead hosts are down; in an order drawn.
+        """
+        self._tick()
+        self._settle(data)
+
+    @stateful.rule(data=st.data(), boots=st.integers(0, 3),
+                   deletes=st.integers(0, 3))
+    def boot_and_delete_in_a_settled_fleet(self, data: st.DataObject,
+                                           boots: int, deletes: int) -> None:
+        """Only instances change between two settled views.
+
+        Nothing may move but the nodes booted on or freed (invariant 3 at
+        its sharpest).
+        """
+        self._tick()
+        self._settle(data)
+        for _ in range(boots):
+            if self._bootable():
+                self._boot(data)
+        for _ in range(deletes):
+            if self._deletable():
+                self._delete(data)
+        self._settle(data)
+
+    def _settle(self, data: st.DataObject) -> None:
+        self.fleet.now += DOWN_TIME + 1
+        for name in self.hosts:
+            self.fleet.services[name].updated_at = self.fleet.now
+        for _ in range(MAX_ROUNDS):
+            order = data.draw(st.permutations(self._alive()))
+            changed = [self._refresh(name) for name in order]
+            if not any(changed):
+                break
+        else:
+            raise AssertionError('no settled view after %d rounds of '
+                                 'refreshes' % MAX_ROUNDS)
+        self._check_settled()
+
+    def _check_settled(self) -> None:
+        fleet = self.fleet
+        views = {name: h.inventory.cached() for name, h in self.hosts.items()}
+        managers: dict[str, list[str]] = collections.defaultdict(list)
+        for name, snap in views.items():
+            for node in snap.nodes:
+                managers[node].append(name)
+        keys: dict[str, Any] = {}
+        for node in self._free_nodes():
+            group = fleet.nodes[node].group
+            # The members (as each sees them) and the nodes of every scope
+            # with this node, of the hosts that are members of their ring.
+            scopes = []
+            for name, snap in views.items():
+                assert snap.partition is not None
+                if (name.lower() in snap.members and
+                        snap.partition.scope.contains(group, None)):
+                    scopes.append((name.lower(), snap.members, frozenset(
+                        u for u, n in fleet.nodes.items()
+                        if snap.partition.scope.contains(n.group, None))))
+            if scopes:
+                assert len(managers[node]) == 1, (
+                    'free node %s (%s) managed by %s; members %s' % (
+                        node, group, managers[node],
+                        {n: sorted(v.members) for n, v in views.items()}))
+                assert fleet.compute_nodes.get(node) == managers[node][0]
+            else:
+                assert managers[node] == [], (node, managers[node])
+            keys[node] = (frozenset(scopes), tuple(managers[node]))
+        # Rule 1, orphans included: an instance's live host manages its
+        # node while the node is in its scope (the reaper needs it listed).
+        for u, inst in fleet.instances.items():
+            node = fleet.nodes.get(inst.node)
+            host = views.get(inst.host)
+            if (node is not None and node.instance == u and host is not None
+                    and host.partition is not None and
+                    host.partition.scope.contains(node.group, None)):
+                assert managers[inst.node] == [inst.host], (
+                    'node %s of instance %s (%s) managed by %s' % (
+                        inst.node, u, inst.host, managers[inst.node]))
+        # Invariant 3: no free node moves unless its scope's members or
+        # nodes changed.
+        if self.last_settled is not None:
+            for node, (scopes, owner) in keys.items():
+                old = self.last_settled.get(node)
+                if old is not None and old[0] == scopes:
+                    assert old[1] == owner, (
+                        'free node %s moved from %s to %s with the same '
+                        'members and nodes' % (node, old[1], owner))
+        self.last_settled = keys
+
+    # Every step -------------------------------------------------------------
+
+    @stateful.invariant()
+    def instance_nodes_stay_with_their_host(self) -> None:
+        fleet = self.fleet
+        for u, inst in fleet.instances.items():
+            node = fleet.nodes.get(inst.node)
+            if node is None or node.instance != u:
+                continue
+            row = fleet.compute_nodes.get(inst.node)
+            assert row in (None, inst.host), (
+                'compute node of %s (instance %s of %s) is %s\'s' % (
+                    inst.node, u, inst.host, row))
+            for name, host in self.hosts.items():
+                if name != inst.host and inst.node in host.owned:
+                    # Only a host that has not looked since the boot.
+                    assert host.refreshed_at < inst.placed_at, (
+                        '%s manages %s, which carries %s of %s' % (
+                            name, inst.node, u, inst.host))
+
+
+class CompatibleChurn(Churn):
+    RING = 'compatible'
+
+
+class BalancedChurn(Churn):
+    RING = 'balanced'
+
+
+@pytest.mark.parametrize('machine', [CompatibleChurn, BalancedChurn],
+                         ids=['compatible', 'balanced'])
+def test_churn(machine: type[Churn]) -> None:
+    current = settings()
+    target = current.max_examples * current.stateful_step_count
+    start = profiles.STEPS[machine.RING]
+    with simulated_nova():
+        # Examples may end before stateful_step_count: run more, as many as
+        # the steps still missing need, until they have all been taken.
+        while (missing := target - (profiles.STEPS[machine.RING] -
+                                    start)) > 0:
+            examples = -(-missing // current.stateful_step_count) + 1
+            stateful.run_state_machine_as_test(
+                machine, settings=settings(current, max_examples=examples))
+    steps = profiles.STEPS[machine.RING] - start
+    print('%s: %d steps' % (machine.RING, steps))
+    assert steps >= target
