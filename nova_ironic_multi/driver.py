@@ -113,10 +113,28 @@ class IronicDriver(virt_driver.ComputeDriver):
             raise exception.InvalidConfiguration(str(e)) from e
         LOG.info('nova-ironic-multi on %(host)s: %(part)s',
                  {'host': host, 'part': part.summary()})
+        self._connect_at_start()
         reload.watch(CONF, self._inventory)
         if not monkey_patch.is_patched():
             # Native threading: oslo.service cannot reload on SIGHUP.
             reload.install_sighup(CONF)
+
+    def _connect_at_start(self) -> None:
+        """Stop the service on a wrong ``[ironic]``; wait out an outage.
+
+        Bad credentials or a catalog without Ironic never fix themselves:
+        the operator must see them now, not as a warning every period. An
+        unreachable Keystone or Ironic may come back: the service starts
+        and its periods report VirtDriverNotReady until then.
+        """
+        try:
+            self._ironic.connect()
+        except ironic.IronicMisconfigured as e:
+            LOG.error('nova-ironic-multi refuses to start: %s', e)
+            raise exception.InvalidConfiguration(str(e)) from e
+        except ironic.IronicError as e:
+            LOG.warning('Ironic cannot be reached yet (%s); the driver '
+                        'reports VirtDriverNotReady until it can.', e)
 
     def cleanup_host(self, host: str) -> None:
         self._inventory.stop()

@@ -102,6 +102,74 @@ class VersionNotSupported(IronicError):
     """Ironic lacks the API microversion a feature needs."""
 
 
+class IronicMisconfigured(IronicError):
+    """nova's ``[ironic]`` options cannot work: fix them, not the network.
+
+    Keystone rejected the credentials, the auth options are incomplete, or
+    the service catalog has no Ironic endpoint that the options select.
+    Raised when connecting; the message names the options to fix.
+    """
+
+
+#: What an operator checks when Keystone refuses the service user.
+CREDENTIAL_OPTIONS = (
+    '[ironic] auth_url, auth_type, username, password, user_domain_name, '
+    'project_name and project_domain_name (or application_credential_id '
+    'and application_credential_secret with auth_type = '
+    'v3applicationcredential)')
+NO_AUTH = ('No Ironic endpoint: [ironic] has neither endpoint_override nor '
+           'auth_type. Set [ironic] endpoint_override, or set %s so that '
+           'the endpoint is found in the service catalog.'
+           % CREDENTIAL_OPTIONS)
+#: What decides which catalog endpoint is Ironic's.
+CATALOG_OPTIONS = ('[ironic] service_type, valid_interfaces and region_name '
+                   '(or set [ironic] endpoint_override)')
+
+
+def _keystone_down(error: BaseException) -> bool:
+    """Whether ``error`` comes from Keystone being unreachable or failing.
+
+    keystoneauth reports an unreachable ``auth_url`` as a discovery failure
+    when it cannot tell the API version from the URL; the connection error
+    is then its context. That is an outage, not a configuration error.
+    """
+    seen: BaseException | None = error
+    for _ in range(5):
+        if seen is None:
+            return False
+        if isinstance(seen, (ks_exc.ConnectionError, ks_exc.RequestTimeout,
+                             ks_exc.HttpServerError)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _auth_error(conf: cfg.ConfigOpts, error: Exception) -> IronicError:
+    """The exception of this module for a keystoneauth failure."""
+    group = conf[GROUP]
+    if _keystone_down(error):
+        return IronicUnavailable(
+            'Keystone at %s cannot be reached or failed: %s'
+            % (group.auth_url, error))
+    if isinstance(error, (ks_exc.EndpointNotFound, ks_exc.EmptyCatalog,
+                          ks_exc.CatalogException)):
+        return IronicMisconfigured(
+            'The service catalog has no %s endpoint with interface %s in '
+            'region %s (%s): check %s.'
+            % (group.service_type, ','.join(group.valid_interfaces or ()),
+               group.region_name, error, CATALOG_OPTIONS))
+    if isinstance(error, ks_exc.MissingAuthPlugin):
+        return IronicMisconfigured(NO_AUTH)
+    if isinstance(error, (ks_exc.OptionError, ks_exc.AuthPluginException)):
+        return IronicMisconfigured(
+            'The [ironic] authentication options are incomplete (%s): set '
+            '%s.' % (error, CREDENTIAL_OPTIONS))
+    return IronicMisconfigured(
+        'Keystone at %s rejected the service user of [ironic] (auth_type '
+        '%s): %s. Check %s.'
+        % (group.auth_url, group.auth_type, error, CREDENTIAL_OPTIONS))
+
+
 class Retry(enum.Flag):
     """What a request may be retried on."""
 
@@ -215,24 +283,32 @@ class Ironic:
     # Connection ---------------------------------------------------------
 
     def _session_and_endpoint(self) -> tuple[Any, str]:
+        """Authenticate and find Ironic, as nova's ``[ironic]`` says.
+
+        Without ``endpoint_override`` the endpoint comes from the service
+        catalog of the token (``service_type``, ``valid_interfaces``,
+        ``region_name``), so this is also the first request to Keystone.
+
+        :raises IronicMisconfigured: Keystone refused the credentials, the
+            options are incomplete, or the catalog has no matching Ironic.
+        :raises IronicUnavailable: Keystone cannot be reached.
+        """
         conf = self._conf
-        auth = ks_loading.load_auth_from_conf_options(conf, GROUP)
-        session = ks_loading.load_session_from_conf_options(conf, GROUP,
-                                                            auth=auth)
-        if not conf[GROUP].timeout:
-            session.timeout = conf.ironic_multi.request_timeout
-        adapter = ks_loading.load_adapter_from_conf_options(
-            conf, GROUP, session=session, auth=auth)
-        hint = ('set [ironic] endpoint_override, or the [ironic] auth '
-                'options so that the endpoint can be found in the service '
-                'catalog')
         try:
+            auth = ks_loading.load_auth_from_conf_options(conf, GROUP)
+            session = ks_loading.load_session_from_conf_options(
+                conf, GROUP, auth=auth)
+            if not conf[GROUP].timeout:
+                session.timeout = conf.ironic_multi.request_timeout
+            adapter = ks_loading.load_adapter_from_conf_options(
+                conf, GROUP, session=session, auth=auth)
             endpoint = adapter.get_endpoint()
         except ks_exc.ClientException as e:
-            raise IronicUnavailable('No Ironic endpoint (%s): %s'
-                                    % (e, hint)) from e
+            raise _auth_error(conf, e) from e
         if not endpoint:
-            raise IronicUnavailable('No Ironic endpoint: %s' % hint)
+            if auth is None:
+                raise IronicMisconfigured(NO_AUTH)
+            raise _auth_error(conf, ks_exc.EndpointNotFound())
         return session, endpoint
 
     def _connect(self) -> Any:
@@ -257,6 +333,15 @@ class Ironic:
             LOG.info('Connected to Ironic at %(url)s, API %(version)s',
                      {'url': endpoint, 'version': negotiated})
             return client
+
+    def connect(self) -> None:
+        """Authenticate, find Ironic and negotiate the version now.
+
+        nova-compute calls this at start so that a wrong ``[ironic]``
+        section stops the service with :class:`IronicMisconfigured` instead
+        of failing every period.
+        """
+        self._connect()
 
     @property
     def version(self) -> tuple[int, int]:

@@ -108,6 +108,12 @@ class FakeIronic:
     def fail(self, method: str, exc: Exception, times: int = 1) -> None:
         self.failures[method].extend([exc] * times)
 
+    def connect(self) -> None:
+        """Like the real one at service start; ``fail('connect', e)``."""
+        queue = self.failures.get('connect')
+        if queue:
+            raise queue.pop(0)
+
     # Internals --------------------------------------------------------
 
     def _record(self, method: str, *args: Any) -> None:

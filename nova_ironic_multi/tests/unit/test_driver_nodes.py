@@ -432,6 +432,44 @@ class StartupTest(base.DriverTestCase):
                                 drv.init_host, 'host1')
         self.assertIn('[ironic_multi] ring_algorithm', str(exc))
 
+    def test_wrong_ironic_credentials_refuse_to_start(self) -> None:
+        # As Ironic.connect() says it when Keystone answers 401.
+        drv = driver.IronicDriver(virtapi.VirtAPI())
+        self.ironic.fail('connect', ironic.IronicMisconfigured(
+            'Keystone at http://k/v3 rejected the service user of [ironic] '
+            '(auth_type password): 401. Check ' +
+            ironic.CREDENTIAL_OPTIONS + '.'))
+        exc = self.assertRaises(exception.InvalidConfiguration,
+                                drv.init_host, 'host1')
+        self.assertIn('[ironic] auth_url, auth_type, username, password',
+                      str(exc))
+
+    def test_keystone_down_at_start_starts_not_ready(self) -> None:
+        drv = driver.IronicDriver(virtapi.VirtAPI())
+        outage = ironic.IronicUnavailable('Keystone at http://k/v3 cannot '
+                                          'be reached or failed: refused')
+        self.ironic.fail('connect', outage)
+        self.ironic.fail('list_nodes', outage)
+        drv.init_host('host1')
+        self.assertRaises(exception.VirtDriverNotReady,
+                          drv.get_available_nodes)
+        # Keystone back: the next period lists the nodes.
+        node = self.ironic.add_node()
+        self.assertIn(node, drv.get_available_nodes())
+
+    def test_keystone_outage_in_a_period_is_not_ready_never_empty(
+            self) -> None:
+        self.make_service('host1')
+        node = self.ironic.add_node()
+        self.assertEqual([node], self.driver.get_available_nodes())
+        self.ironic.fail('list_nodes', ironic.IronicUnavailable(
+            'list: Keystone at http://k/v3 cannot be reached'))
+        self.assertRaises(exception.VirtDriverNotReady,
+                          self.driver.get_available_nodes)
+        # The node is not reported gone: only Ironic's 404 says that.
+        self.assertFalse(self.driver.is_node_deleted(node))
+        self.assertEqual([node], self.driver.get_available_nodes())
+
     def test_capabilities_match_the_in_tree_driver(self) -> None:
         from nova.virt.ironic import driver as in_tree
         self.assertEqual(in_tree.IronicDriver.capabilities,

@@ -388,8 +388,9 @@ def test_ironic_too_old_is_refused() -> None:
 
 def test_no_endpoint_says_which_options_to_set() -> None:
     conf = connection_conf()
-    with pytest.raises(ironic.IronicUnavailable,
-                       match=r'\[ironic\] endpoint_override'):
+    with pytest.raises(ironic.IronicMisconfigured,
+                       match=r'\[ironic\] has neither endpoint_override '
+                       r'nor auth_type'):
         ironic.Ironic(conf).get_node('n')
 
 
