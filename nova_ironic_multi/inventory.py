@@ -189,6 +189,8 @@ class Inventory:
             raise NotReady(str(e)) from e
         started = time.monotonic()
         try:
+            if part.by_shard:
+                self._ironic.require_shards('[ironic_multi] divide = shards')
             nodes = self._ironic.list_nodes(part.scope)
         except ironic.VersionNotSupported as e:
             LOG.error('Cannot enforce the partition (%(scope)s): %(error)s',

@@ -240,6 +240,34 @@ class Ironic:
                     found.append(nodeinfo.NodeInfo.from_api(node))
             marker = page[-1].uuid
 
+    def require_shards(self, why: str) -> None:
+        """Fail closed when Ironic cannot filter or count by shard.
+
+        :param why: the option that needs shards, for the message.
+        :raises VersionNotSupported: Ironic's API is older than 1.82.
+        """
+        if self.version < SHARD_VERSION:
+            raise VersionNotSupported(
+                '%s needs Ironic API %d.%d (node shards); this Ironic offers '
+                'at most %d.%d. Refusing to divide the listing (it would '
+                'mean listing every node on every host). Fix: upgrade Ironic, '
+                'or set [ironic_multi] divide = nodes.'
+                % ((why,) + SHARD_VERSION + self.version))
+
+    def shards(self) -> dict[str, int]:
+        """Every shard name with its node count (``GET /v1/shards``).
+
+        One grouped count on Ironic's side. Nodes without a shard are
+        counted under the name ``'None'`` (Ironic writes ``str(None)``); a
+        shard really called so cannot be told apart, so that name is kept:
+        listing it by name returns only the nodes labelled ``None``.
+
+        :raises VersionNotSupported: Ironic lacks API 1.82.
+        """
+        self.require_shards('Listing shards')
+        found = self._call('shards', 'list', manager='shard')
+        return {str(s.name): int(s.count) for s in found}
+
     def get_node(self, node_uuid: str) -> nodeinfo.NodeInfo:
         return nodeinfo.NodeInfo.from_api(
             self._call('get', 'get', node_uuid, fields=self._fields()))

@@ -155,6 +155,18 @@ class FakeIronic:
                 found.append(self._info(node))
         return found
 
+    def require_shards(self, why: str) -> None:
+        if self.version < ironic.SHARD_VERSION:
+            raise ironic.VersionNotSupported(
+                '%s needs Ironic API 1.82 (node shards)' % why)
+
+    def shards(self) -> dict[str, int]:
+        self._record('shards')
+        self.require_shards('Listing shards')
+        counts: collections.Counter[str] = collections.Counter(
+            str(n['shard']) for n in self.nodes.values())
+        return dict(counts)
+
     def get_node(self, node_uuid: str) -> nodeinfo.NodeInfo:
         self._record('get_node', node_uuid)
         node = self._get(node_uuid)
