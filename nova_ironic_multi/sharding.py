@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 import math
 
 from nova_ironic_multi.rings import base
+from nova_ironic_multi.rings import keys
 
 #: How far above an even share of nodes a member may go before the
 #: weighted placement passes a shard on to its next preferred member.
@@ -76,6 +77,31 @@ def _weighted(ring: base.Ring, counts: Mapping[str, int]) -> dict[str, str]:
 def mine(assignment: Mapping[str, str], me: str) -> list[str]:
     """The shard names ``assignment`` gives ``me``, sorted."""
     return sorted(s for s, m in assignment.items() if m == me)
+
+
+#: The names :func:`label` gives: ``shard-0`` ... ``shard-<count - 1>``.
+LABEL = 'shard-%d'
+_JUMP_MULTIPLIER = 2862933555777941757
+_U64 = (1 << 64) - 1
+
+
+def label(node_uuid: str, count: int) -> str:
+    """The shard a node is labelled with among ``count`` shards.
+
+    Lamping and Veach's jump consistent hash of the node's 64-bit key
+    (:func:`keys.node_keys`): every node gets the same label on every run,
+    and going from ``count`` to ``count + 1`` shards relabels only about
+    ``1 / (count + 1)`` of the nodes.
+    """
+    if count < 1:
+        raise ValueError('count must be at least 1, got %r' % count)
+    key = int(keys.node_keys([node_uuid])[0][0])
+    bucket, jump = -1, 0
+    while jump < count:
+        bucket = jump
+        key = (key * _JUMP_MULTIPLIER + 1) & _U64
+        jump = int((bucket + 1) * ((1 << 31) / ((key >> 33) + 1)))
+    return LABEL % bucket
 
 
 #: ``(unsharded node uuids, member) -> that member's nodes among them``.

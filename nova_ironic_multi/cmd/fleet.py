@@ -34,6 +34,7 @@ from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import ownership
 from nova_ironic_multi import partition
 from nova_ironic_multi import rings
+from nova_ironic_multi import sharding
 
 OBSERVER = 'nova-ironic-multi-cli'
 
@@ -68,6 +69,22 @@ class Fleet:
     hosts: dict[str, Host]
     members: frozenset[str]
     ring: rings.Ring
+    #: ``GET /v1/shards`` (shard name -> node count), when read.
+    shard_counts: dict[str, int] | None = None
+
+    def shard_assignment(self) -> dict[str, str]:
+        """Shard name -> the member that lists it (``divide = shards``)."""
+        return sharding.assign(
+            self.ring, self.shard_counts or {},
+            self.partition.ring_algorithm in sharding.WEIGHTED)
+
+    def ring_select(self) -> ownership.RingSelect:
+        """Rule 2's selection, as the services make it."""
+        if not self.partition.by_shard:
+            return self.ring.select
+        return sharding.ring_select({n.uuid: n.shard for n in self.nodes},
+                                    self.shard_assignment(),
+                                    self.ring.select)
 
     @property
     def in_scope(self) -> list[nodeinfo.NodeInfo]:
@@ -107,8 +124,11 @@ def _services_and_instances(ctxt: Any, instance_uuids: list[str]
     return services, ironic_hosts, instance_hosts
 
 
-def gather(conf: cfg.ConfigOpts) -> Fleet:
+def gather(conf: cfg.ConfigOpts, shards: bool = False) -> Fleet:
     """Read Ironic and nova, and divide the nodes as the services would.
+
+    :param shards: also read each node's shard and every shard's node
+        count (Ironic API 1.82); always done with ``divide = shards``.
 
     :raises partition.InvalidPartition: the local partition options are
         invalid (the message names them).
@@ -122,7 +142,10 @@ def gather(conf: cfg.ConfigOpts) -> Fleet:
                   '[ironic_multi] ring_algorithm')
     loader.plugin(loader.MEMBERSHIP_NAMESPACE, part.membership_driver,
                   '[ironic_multi] membership_driver')
-    nodes = ironic.Ironic(conf).list_nodes(part.scope)
+    client = ironic.Ironic(conf)
+    shards = shards or part.by_shard
+    nodes = client.list_nodes(part.scope, with_shard=shards)
+    counts = client.shards() if shards else None
     ctxt = nova_context.get_admin_context()
     services, ironic_hosts, instance_hosts = _services_and_instances(
         ctxt, [n.instance_uuid for n in nodes if n.instance_uuid])
@@ -150,7 +173,7 @@ def gather(conf: cfg.ConfigOpts) -> Fleet:
         hosts[name].member = True
     members = frozenset(live)
     ring = rings.load(part.ring_algorithm, members, part.partition_exponent)
-    fleet = Fleet(part, nodes, instance_hosts, hosts, members, ring)
+    fleet = Fleet(part, nodes, instance_hosts, hosts, members, ring, counts)
     _divide(fleet)
     return fleet
 
@@ -162,7 +185,7 @@ def _divide(fleet: Fleet) -> None:
     for name, host in fleet.hosts.items():
         if host.member:
             division = ownership.select(fleet.nodes, by_host[name],
-                                        fleet.ring.select, name,
+                                        fleet.ring_select(), name,
                                         fleet.partition.scope)
             host.managed = set(division.owned)
         host.with_instance = {

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from nova_ironic_multi.cmd import fleet as fleet_mod
 from nova_ironic_multi.cmd import output
+from nova_ironic_multi.cmd import shards
 from nova_ironic_multi import ownership
 from nova_ironic_multi import rings
 
@@ -84,6 +85,9 @@ def show(fleet: fleet_mod.Fleet, out: TextIO, fmt: str) -> int:
         text.append('Warning: %d node(s) carry an instance nova does not '
                     'know: %s' % (len(orphaned),
                                   ', '.join(n.uuid for n in orphaned)))
+    if part.by_shard:
+        data['shards'], shard_text = shards.section(fleet)
+        text += ['', shard_text]
     output.emit(out, fmt, data, '\n'.join(text))
     return 0
 

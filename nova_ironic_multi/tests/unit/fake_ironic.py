@@ -235,6 +235,9 @@ class FakeIronic:
             parts = op['path'].strip('/').split('/')
             if parts[0] == 'instance_info' and len(parts) == 2:
                 node['instance_info'][parts[1]] = op.get('value')
+            elif parts == ['shard']:
+                node['shard'] = (op.get('value') if op['op'] != 'remove'
+                                 else None)
 
     def validate(self, node_uuid: str) -> dict[str, dict[str, Any]]:
         self._record('validate', node_uuid)
