@@ -158,3 +158,47 @@ class CliTest(base.IronicCellTestCase):
         self.assertEqual(0, code)
         self.assertEqual('host1', self.instance_host(self.server['id']))
         self.assertIn(self.busy, self.db_division()['host1'])
+
+
+class ShardsCliTest(base.IronicCellTestCase):
+    """``shards plan|apply`` on the real Ironic, then the hosts divide."""
+
+    NODES = 12
+    cli = CliTest.cli
+
+    def test_plan_apply_rerun_and_ring_show(self) -> None:
+        code, data, _ = self.cli('shards', action='plan', count=3,
+                                 relabel_all=False)
+        self.assertEqual(0, code)
+        self.assertEqual(12, len(data['changes']))
+        # divide = nodes: labels move nothing.
+        self.assertEqual([], data['free_nodes_changing_hands'])
+        self.assertFalse(data['applied'])
+        client = self.computes['host1'].manager.driver._ironic
+        self.assertEqual({'None': 12}, client.shards())
+        code, data, _ = self.cli('shards', action='apply', count=3,
+                                 relabel_all=False)
+        self.assertEqual(0, code)
+        self.assertTrue(data['applied'])
+        counts = client.shards()
+        self.assertEqual(12, sum(counts.values()))
+        self.assertNotIn('None', counts)
+        code, data, _ = self.cli('shards', action='apply', count=3,
+                                 relabel_all=False)
+        self.assertEqual([], data['changes'])
+        # Every host divides by shard; ring show says who lists what.
+        self.flags(divide='shards', group='ironic_multi')
+        self._run_periodics()
+        self._run_periodics()
+        reported = self.reported()
+        self.assertEqual(set(self.node_uuids),
+                         set().union(*reported.values()))
+        self.assertEqual(12, sum(len(n) for n in reported.values()))
+        self.assertEqual(12, len(self.assert_no_duplicates()))
+        code, data, _ = self.cli('ring', action='show')
+        by_host = data['shards']['by_host']
+        for host, compute in self.computes.items():
+            listed = set(compute.manager.driver._inventory.cached().shards)
+            self.assertEqual(set(by_host[host]), listed - {'None'})
+            self.assertEqual(len(reported[host]),
+                             sum(by_host[host].values()))

@@ -81,7 +81,8 @@ def test_labels_are_stable_and_consistent() -> None:
     assert set(four) == {'shard-%d' % i for i in range(4)}
     five = [sharding.label(n, 5) for n in nodes]
     # Growing the count only moves nodes to the new shard.
-    assert {b for a, b in zip(four, five, strict=True) if a != b} == {'shard-4'}
+    assert ({b for a, b in zip(four, five, strict=True) if a != b} ==
+            {'shard-4'})
     assert 300 < sum(a != b for a, b in zip(four, five, strict=True)) < 500
     with pytest.raises(ValueError):
         sharding.label(nodes[0], 0)
