@@ -17,7 +17,7 @@ import importlib
 import sys
 
 BENCHES = {'rings': 'bench.rings', 'scale': 'bench.scale',
-           'churn': 'bench.churn'}
+           'churn': 'bench.churn', 'fleet': 'bench.fleet'}
 
 
 def main() -> int:

@@ -162,7 +162,8 @@ def make_ironic(workdir: str, n_nodes: int) -> ironic_server.IronicProcess:
 class NovaState:
     """A sqlite nova database with three up Ironic compute services."""
 
-    def __init__(self, workdir: str) -> None:
+    def __init__(self, workdir: str,
+                 hosts: collections.abc.Sequence[str] = HOSTS) -> None:
         nova_config.parse_args(['bench-scale'], default_config_files=[],
                                configure_db=False, init_rpc=False)
         objects.register_all()
@@ -171,7 +172,7 @@ class NovaState:
         main_db_api.configure(CONF)
         migration.db_sync(database='main')
         self.ctxt = nova_context.get_admin_context()
-        self.services = [self._add_compute(host) for host in HOSTS]
+        self.services = [self._add_compute(host) for host in hosts]
         self.reports = 0
 
     def _add_compute(self, host: str) -> int:

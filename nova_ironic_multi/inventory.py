@@ -15,7 +15,9 @@ One refresh is the whole flow of a period:
 
 1. resolve the partition from the configuration (mutable options are read
    now; an invalid value keeps the last good partition);
-2. list the nodes in scope from Ironic (one paginated listing);
+2. list the nodes in scope from Ironic (one paginated listing; with
+   ``divide = shards``, this host's shards, the nodes without a shard and
+   the nodes of its instances: see :mod:`shard_listing`);
 3. read this host's instances from nova, *after* the listing, so a node
    deployed meanwhile is not mistaken for another host's (nova bug 1841481);
 4. ask the membership plugin who the live peers are;
@@ -33,7 +35,7 @@ import dataclasses
 import threading
 import time
 import types
-from typing import Any
+from typing import Any, NamedTuple
 
 from nova import context as nova_context
 from nova import exception as nova_exc
@@ -50,6 +52,8 @@ from nova_ironic_multi import orphans
 from nova_ironic_multi import ownership
 from nova_ironic_multi import partition
 from nova_ironic_multi import rings
+from nova_ironic_multi import shard_listing
+from nova_ironic_multi import sharding
 
 LOG = logging.getLogger(__name__)
 
@@ -65,6 +69,8 @@ class Snapshot:
     partition: partition.Partition | None
     members: frozenset[str]
     division: ownership.Division | None
+    #: The shards this host listed (``divide = shards``), sorted.
+    shards: tuple[str, ...] = ()
 
     def node_for_instance(self,
                           instance_uuid: str) -> nodeinfo.NodeInfo | None:
@@ -89,6 +95,16 @@ EMPTY = Snapshot(types.MappingProxyType({}), types.MappingProxyType({}),
                  None, frozenset(), None)
 
 
+class Shards(NamedTuple):
+    """How the ring divided the shards this period."""
+
+    members: frozenset[str]
+    #: Shard name -> the member that lists it.
+    assignment: Mapping[str, str]
+    #: This host's shards, sorted.
+    mine: tuple[str, ...]
+
+
 class Inventory:
     """The node cache of one service and the refresh that fills it."""
 
@@ -105,6 +121,7 @@ class Inventory:
         self._refresh_lock = threading.Lock()
         self._update_lock = threading.Lock()
         self._orphans = orphans.Orphans()
+        self._lister = shard_listing.ShardListing(client)
         #: Nodes last logged as orphans, and as carrying unknown instances.
         self._orphaned: frozenset[str] = frozenset()
         self._unknown: frozenset[str] = frozenset()
@@ -188,25 +205,42 @@ class Inventory:
         except partition.InvalidPartition as e:
             raise NotReady(str(e)) from e
         started = time.monotonic()
+        shards: Shards | None = None
         try:
-            nodes = self._ironic.list_nodes(part.scope)
+            if part.by_shard:
+                self._ironic.require_shards('[ironic_multi] divide = shards')
+                # The peers first: they decide which shards to list.
+                shards = self._shards(part)
+                listed = self._lister.share(part.scope, shards.mine,
+                                            self._previous(part))
+                nodes = list(listed.nodes.values())
+            else:
+                nodes = self._ironic.list_nodes(part.scope)
         except ironic.VersionNotSupported as e:
             LOG.error('Cannot enforce the partition (%(scope)s): %(error)s',
                       {'scope': part.scope.describe(), 'error': e})
             raise NotReady(str(e)) from e
         except ironic.IronicError as e:
             raise NotReady('cannot list Ironic nodes: %s' % e) from e
-        listed = time.monotonic()
+        listed_at = time.monotonic()
         ctxt = nova_context.get_admin_context()
         try:
             # After the listing, never before (nova bug 1841481).
             mine = set(objects.InstanceList.get_uuids_by_host(ctxt,
                                                               self.host))
+            if shards is not None:
+                try:
+                    self._lister.complete(part.scope, listed, mine)
+                except ironic.IronicError as e:
+                    raise NotReady('cannot read the nodes of this host\'s '
+                                   'instances: %s' % e) from e
+                nodes = list(listed.nodes.values())
             on_nodes = {n.instance_uuid for n in nodes
                         if n.instance_uuid is not None and
                         ownership.in_scope(n, part.scope)}
             found = self._orphans.find(self.host, on_nodes, mine)
-            members = self.membership(part).live_peers(part)
+            members = (shards.members if shards is not None else
+                       self.membership(part).live_peers(part))
         except (membership.MembershipUnavailable, nova_exc.NovaException,
                 oslo_messaging.MessagingException) as e:
             # (On a compute host nova's objects go through the conductor.)
@@ -224,17 +258,54 @@ class Inventory:
                 LOG.error('%s', e)
                 raise NotReady(str(e)) from e
 
+        select: ownership.RingSelect = ring_select
+        if shards is not None:
+            select = sharding.ring_select({n.uuid: n.shard for n in nodes},
+                                          shards.assignment, ring_select)
         # An orphan stays with the host of its deleted instance, so nova's
         # reaper there sees it (rule 1 for the instance it had).
-        division = ownership.select(nodes, mine | found.orphans, ring_select,
+        division = ownership.select(nodes, mine | found.orphans, select,
                                     part.host, part.scope)
         owned = {n.uuid: n for n in nodes if n.uuid in division.owned}
         self._report(nodes, found, division)
         snapshot = Snapshot(types.MappingProxyType(owned), _index(owned),
-                            part, members, division)
-        self._log_change(snapshot, len(nodes), listed - started,
-                         time.monotonic() - listed)
+                            part, members, division,
+                            shards.mine if shards is not None else ())
+        self._log_change(snapshot, len(nodes), listed_at - started,
+                         time.monotonic() - listed_at)
         return snapshot
+
+    def _shards(self, part: partition.Partition) -> Shards:
+        """The live peers and this host's shards (divide = shards).
+
+        :raises NotReady: the peers or the ring cannot be had.
+        :raises ironic.IronicError: Ironic cannot count the shards.
+        """
+        counts = self._ironic.shards()
+        try:
+            members = self.membership(part).live_peers(part)
+            ring = self._rings.get(part.ring_algorithm, members,
+                                   part.partition_exponent)
+        except (membership.MembershipUnavailable, nova_exc.NovaException,
+                oslo_messaging.MessagingException) as e:
+            raise NotReady('cannot determine the peers: %s' % e) from e
+        except loader.PluginNotFound as e:
+            LOG.error('%s', e)
+            raise NotReady(str(e)) from e
+        assignment = sharding.assign(
+            ring, counts, part.ring_algorithm in sharding.WEIGHTED)
+        return Shards(members, assignment,
+                      tuple(sharding.mine(assignment, part.host)))
+
+    def _previous(self, part: partition.Partition
+                  ) -> Mapping[str, nodeinfo.NodeInfo] | None:
+        """Last period's nodes, if they were divided the same way."""
+        old = self._snapshot
+        if (old is None or old.partition is None or
+                not old.partition.by_shard or
+                old.partition.scope != part.scope):
+            return None
+        return old.nodes
 
     def _report(self, nodes: list[nodeinfo.NodeInfo], found: orphans.Found,
                 division: ownership.Division) -> None:
@@ -273,10 +344,13 @@ class Inventory:
             'foreign': new.division.foreign,
             'out': new.division.out_of_scope,
             'members': ','.join(sorted(new.members)),
-            'ring': new.partition.ring,
+            'ring': (new.partition.ring if not new.partition.by_shard
+                     else '%s by shard, listing %d shard(s)'
+                     % (new.partition.ring, len(new.shards))),
             'list_s': list_seconds, 'rest_s': rest_seconds,
         }
         changed = (old is None or old.members != new.members or
+                   old.shards != new.shards or
                    old.nodes.keys() != new.nodes.keys())
         log = LOG.info if changed else LOG.debug
         log('Managing %(owned)d Ironic nodes (%(inst)d with this host\'s '

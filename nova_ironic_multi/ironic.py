@@ -51,7 +51,7 @@
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 import contextlib
 import enum
 import logging as std_logging
@@ -76,6 +76,8 @@ GROUP = 'ironic'
 MIN_VERSION = (1, 46)       # conductor_group filter and field
 SHARD_VERSION = (1, 82)     # shard filter and field
 NEGOTIATE = ['%d.%d' % MIN_VERSION, '%d.%d' % SHARD_VERSION]
+#: Shard names per listing request: ``shard=a,b,...`` travels in the URL.
+SHARDS_PER_REQUEST = 50
 
 
 class IronicError(Exception):
@@ -408,8 +410,18 @@ class Ironic:
             fields.append(nodeinfo.SHARD_FIELD)
         return fields
 
-    def list_nodes(self, scope: partition.Scope) -> list[nodeinfo.NodeInfo]:
+    def list_nodes(self, scope: partition.Scope,
+                   shards: Sequence[str] | None = None,
+                   sharded: bool | None = None,
+                   with_shard: bool = False) -> list[nodeinfo.NodeInfo]:
         """Every node in ``scope``, one page per request.
+
+        ``shards`` narrows the listing to the nodes of those shards (an
+        empty sequence lists nothing, never everything) and ``sharded =
+        False`` to the nodes without a shard; both need API 1.82 and add
+        the ``shard`` field (``with_shard`` asks for it alone), so the caller
+        can check each node. Many shard
+        names are listed a batch at a time, so a request's URL stays short.
 
         Pages until Ironic returns an empty page, so the page size is
         whatever Ironic's ``[api] max_limit`` allows; duplicates (pages
@@ -422,8 +434,32 @@ class Ironic:
             managing every node instead would be wrong, so nothing is
             listed.
         """
-        filters: dict[str, Any] = {
-            'fields': nodeinfo.listing_fields(scope)}
+        by_shard = shards is not None or sharded is not None or with_shard
+        if by_shard:
+            self.require_shards('Listing nodes by shard')
+        if shards is not None:
+            names = sorted(set(shards))
+            found: list[nodeinfo.NodeInfo] = []
+            for start in range(0, len(names), SHARDS_PER_REQUEST):
+                found.extend(self._list_pages(
+                    scope, by_shard, sharded=sharded,
+                    shards=names[start:start + SHARDS_PER_REQUEST]))
+            return found
+        return self._list_pages(scope, by_shard, sharded=sharded)
+
+    def _list_pages(self, scope: partition.Scope, with_shard: bool,
+                    sharded: bool | None = None,
+                    shards: list[str] | None = None
+                    ) -> list[nodeinfo.NodeInfo]:
+        fields = nodeinfo.listing_fields(scope)
+        filters: dict[str, Any] = {'fields': fields}
+        if with_shard:
+            if nodeinfo.SHARD_FIELD not in fields:
+                fields.append(nodeinfo.SHARD_FIELD)
+            if shards is not None:
+                filters['shards'] = shards
+            if sharded is not None:
+                filters['sharded'] = sharded
         if scope.conductor_group is not None:
             filters['conductor_group'] = scope.conductor_group
         if scope.shard is not None:
@@ -449,6 +485,34 @@ class Ironic:
                     seen.add(node.uuid)
                     found.append(nodeinfo.NodeInfo.from_api(node))
             marker = page[-1].uuid
+
+    def require_shards(self, why: str) -> None:
+        """Fail closed when Ironic cannot filter or count by shard.
+
+        :param why: the option that needs shards, for the message.
+        :raises VersionNotSupported: Ironic's API is older than 1.82.
+        """
+        if self.version < SHARD_VERSION:
+            raise VersionNotSupported(
+                '%s needs Ironic API %d.%d (node shards); this Ironic offers '
+                'at most %d.%d. Refusing to divide the listing (it would '
+                'mean listing every node on every host). Fix: upgrade Ironic, '
+                'or set [ironic_multi] divide = nodes.'
+                % ((why,) + SHARD_VERSION + self.version))
+
+    def shards(self) -> dict[str, int]:
+        """Every shard name with its node count (``GET /v1/shards``).
+
+        One grouped count on Ironic's side. Nodes without a shard are
+        counted under the name ``'None'`` (Ironic writes ``str(None)``); a
+        shard really called so cannot be told apart, so that name is kept:
+        listing it by name returns only the nodes labelled ``None``.
+
+        :raises VersionNotSupported: Ironic lacks API 1.82.
+        """
+        self.require_shards('Listing shards')
+        found = self._call('shards', 'list', manager='shard')
+        return {str(s.name): int(s.count) for s in found}
 
     def get_node(self, node_uuid: str) -> nodeinfo.NodeInfo:
         return nodeinfo.NodeInfo.from_api(

@@ -27,6 +27,8 @@ from oslo_config import cfg
 
 OURS = 'ironic_multi'
 NOVA = 'ironic'
+NODES = 'nodes'
+SHARDS = 'shards'
 
 
 class InvalidPartition(ValueError):
@@ -84,6 +86,12 @@ class Partition:
     partition_exponent: int
     #: The option ``peers`` came from, as operators write it.
     peers_option: str = '[%s] peer_list' % OURS
+    #: What the ring divides: ``nodes`` or ``shards``.
+    divide: str = 'nodes'
+
+    @property
+    def by_shard(self) -> bool:
+        return self.divide == SHARDS
 
     @property
     def ring(self) -> str:
@@ -96,6 +104,7 @@ class Partition:
             'peers': sorted(self.peers) if self.peers is not None else None,
             'membership': self.membership_driver,
             'ring': self.ring,
+            'divide': self.divide,
         }
 
 
@@ -169,6 +178,17 @@ def resolve(conf: cfg.ConfigOpts, host: str,
 
     membership = _opt(conf, OURS, 'membership_driver') or 'servicegroup'
     shard = _opt(conf, NOVA, 'shard') or None
+    divide = _opt(conf, OURS, 'divide') or NODES
+    if divide == SHARDS and shard is not None:
+        # nova's option pins this host to one shard for good; ours moves
+        # shards between hosts as they come and go. Both at once would
+        # have this host list one shard while its peers give it others.
+        raise InvalidPartition(
+            '[%s] divide = shards contradicts [%s] shard = %r: nova\'s '
+            'option gives this host one fixed shard, ours lets the ring '
+            'divide every shard between the peers. Fix: remove [%s] shard '
+            '(or set [%s] divide = nodes).' % (OURS, NOVA, shard, NOVA,
+                                                OURS))
 
     peers: frozenset[str] | None = None
     if raw_peers:
@@ -207,4 +227,5 @@ def resolve(conf: cfg.ConfigOpts, host: str,
         ring_algorithm=_opt(conf, OURS, 'ring_algorithm') or 'compatible',
         partition_exponent=_opt(conf, OURS, 'hash_partition_exponent') or 5,
         peers_option=peers_option,
+        divide=divide,
     )

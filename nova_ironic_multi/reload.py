@@ -9,7 +9,7 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""Re-reading ``partition_key`` and ``peer_list`` on SIGHUP.
+"""Re-reading ``partition_key``, ``peer_list`` and ``divide`` on SIGHUP.
 
 nova never tells a driver about a reload, and in nova-compute's default
 native-threading mode oslo.service does not reload at all: its SIGHUP
@@ -46,7 +46,7 @@ LOG = logging.getLogger(__name__)
 
 #: The options a reload may change, as ``(group, name)``.
 MUTABLE = (('ironic_multi', 'partition_key'), ('ironic_multi', 'peer_list'),
-           ('ironic', 'conductor_group'))
+           ('ironic', 'conductor_group'), ('ironic_multi', 'divide'))
 
 
 class Listener(Protocol):

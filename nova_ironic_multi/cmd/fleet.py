@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 from typing import Any
 
 from nova import context as nova_context
@@ -34,6 +35,7 @@ from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import ownership
 from nova_ironic_multi import partition
 from nova_ironic_multi import rings
+from nova_ironic_multi import sharding
 
 OBSERVER = 'nova-ironic-multi-cli'
 
@@ -98,6 +100,8 @@ class Fleet:
     #: Deleted instance UUID -> the host it had (its orphan's keeper).
     deleted_hosts: dict[str, str] = dataclasses.field(default_factory=dict)
     client: ironic.Ironic | None = None
+    #: ``GET /v1/shards`` (shard name -> node count), when read.
+    shard_counts: dict[str, int] | None = None
 
     @property
     def unknown(self) -> list[nodeinfo.NodeInfo]:
@@ -112,9 +116,29 @@ class Fleet:
                      if node_uuid in h.managed), None)
 
     def ring_owner(self, node_uuid: str) -> str | None:
-        """The member the ring gives a node (whoever manages it)."""
+        """The member rule 2 gives a node (whoever manages it)."""
+        return self._ring_owners.get(node_uuid)
+
+    @functools.cached_property
+    def _ring_owners(self) -> dict[str, str]:
         uuids = [n.uuid for n in self.in_scope]
-        return self.ring.assign(uuids).get(node_uuid)
+        select = self.ring_select()
+        return {uuid: member for member in sorted(self.members)
+                for uuid in select(uuids, member)}
+
+    def shard_assignment(self) -> dict[str, str]:
+        """Shard name -> the member that lists it (``divide = shards``)."""
+        return sharding.assign(
+            self.ring, self.shard_counts or {},
+            self.partition.ring_algorithm in sharding.WEIGHTED)
+
+    def ring_select(self) -> ownership.RingSelect:
+        """Rule 2's selection, as the services make it."""
+        if not self.partition.by_shard:
+            return self.ring.select
+        return sharding.ring_select({n.uuid: n.shard for n in self.nodes},
+                                    self.shard_assignment(),
+                                    self.ring.select)
 
     @property
     def in_scope(self) -> list[nodeinfo.NodeInfo]:
@@ -166,8 +190,11 @@ def _read_nova(ctxt: Any, instance_uuids: list[str]) -> _NovaView:
     return view
 
 
-def gather(conf: cfg.ConfigOpts) -> Fleet:
+def gather(conf: cfg.ConfigOpts, shards: bool = False) -> Fleet:
     """Read Ironic and nova, and divide the nodes as the services would.
+
+    :param shards: also read each node's shard and every shard's node
+        count (Ironic API 1.82); always done with ``divide = shards``.
 
     :raises partition.InvalidPartition: the local partition options are
         invalid (the message names them).
@@ -182,7 +209,9 @@ def gather(conf: cfg.ConfigOpts) -> Fleet:
     loader.plugin(loader.MEMBERSHIP_NAMESPACE, part.membership_driver,
                   '[ironic_multi] membership_driver')
     client = ironic.Ironic(conf)
-    nodes = client.list_nodes(part.scope)
+    shards = shards or part.by_shard
+    nodes = client.list_nodes(part.scope, with_shard=shards)
+    counts = client.shards() if shards else None
     ctxt = nova_context.get_admin_context()
     nova = _read_nova(ctxt,
                       [n.instance_uuid for n in nodes if n.instance_uuid])
@@ -213,7 +242,8 @@ def gather(conf: cfg.ConfigOpts) -> Fleet:
     members = frozenset(live)
     ring = rings.load(part.ring_algorithm, members, part.partition_exponent)
     fleet = Fleet(part, nodes, nova.instance_hosts, hosts, members, ring,
-                  nova.deleted_hosts, client)
+                  deleted_hosts=nova.deleted_hosts, client=client,
+                  shard_counts=counts)
     divide(fleet)
     return fleet
 
@@ -241,6 +271,6 @@ def divide(fleet: Fleet) -> None:
         if host.running:
             division = ownership.select(fleet.nodes,
                                         live[name] | deleted[name],
-                                        fleet.ring.select, name,
+                                        fleet.ring_select(), name,
                                         fleet.partition.scope)
             host.managed = set(division.owned)

@@ -17,6 +17,7 @@ Run it where ``nova-manage`` runs, with nova's configuration::
     nova-ironic-multi ... ring explain NODE_UUID
     nova-ironic-multi ... ring simulate --add host4 --remove host2
     nova-ironic-multi ... takeover --from host3 --to host1 [--execute]
+    nova-ironic-multi ... shards plan|apply --count 64 [--relabel-all]
 
 Every command takes ``--format json``.
 """
@@ -75,11 +76,25 @@ def add_parsers(subparsers: Any) -> None:
     takeover.add_argument('--execute', action='store_true',
                           help='Move (without it: only show the plan).')
     _format(takeover)
+    shards = subparsers.add_parser(
+        'shards', help='Label Ironic nodes with shards (divide = shards).')
+    verbs = shards.add_subparsers(dest='action', metavar='ACTION')
+    verbs.required = True
+    for verb, text in (('plan', 'Show the labels and what would move.'),
+                       ('apply', 'Show, then write the labels.')):
+        parser = verbs.add_parser(verb, help=text)
+        parser.add_argument('--count', type=int, required=True,
+                            metavar='N', help='The number of shards.')
+        parser.add_argument('--relabel-all', action='store_true',
+                            help='Relabel every node, not only the nodes '
+                                 'without a shard.')
+        _format(parser)
 
 
 COMMAND = cfg.SubCommandOpt('command', title='Commands',
                             handler=add_parsers,
-                            help='ring show|explain|simulate, takeover')
+                            help='ring show|explain|simulate, takeover, '
+                                 'shards plan|apply')
 
 
 def run(command: Any, out: TextIO = sys.stdout,
@@ -87,11 +102,15 @@ def run(command: Any, out: TextIO = sys.stdout,
     """Run a parsed command; errors are explained, not dumped."""
     from nova_ironic_multi.cmd import fleet
     from nova_ironic_multi.cmd import ring
+    from nova_ironic_multi.cmd import shards
     from nova_ironic_multi.cmd import takeover
     try:
         if command.name == 'takeover':
             return takeover.run(command.source, command.dest,
                                 command.execute, out, command.format, CONF)
+        if command.name == 'shards':
+            return shards.run(CONF, command.action, command.count,
+                              command.relabel_all, out, command.format)
         view = fleet.gather(CONF)
         if command.action == 'show':
             return ring.show(view, out, command.format)
@@ -100,7 +119,7 @@ def run(command: Any, out: TextIO = sys.stdout,
         return ring.simulate(view, command.add, command.remove, out,
                              command.format)
     except (takeover.Refused, partition.InvalidPartition,
-            loader.PluginNotFound) as e:
+            loader.PluginNotFound, shards.BadArgument) as e:
         err.write('%s\n' % e)
         return 2
     except (ironic.IronicError, membership.MembershipUnavailable) as e:

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from nova_ironic_multi.cmd import fleet as fleet_mod
 from nova_ironic_multi.cmd import output
+from nova_ironic_multi.cmd import shards
 from nova_ironic_multi.cmd import takeover
 from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import ownership
@@ -163,6 +164,9 @@ def show(fleet: fleet_mod.Fleet, out: TextIO, fmt: str) -> int:
                  output.table(['NODE', 'UNKNOWN INSTANCE', 'LOGGED BY'],
                               [[u['node'], u['instance'],
                                 u['logged_by'] or '-'] for u in unknown])]
+    if fleet.partition.by_shard:
+        data['shards'], shard_text = shards.section(fleet)
+        text += ['', shard_text]
     output.emit(out, fmt, data, '\n'.join(text))
     return 0
 

@@ -84,6 +84,47 @@ Related options:
   both are set they must name the same hosts.
 """),
     cfg.StrOpt(
+        'divide',
+        default='nodes',
+        choices=[
+            ('nodes', 'Every host lists every node in scope; the ring '
+                      'divides the nodes.'),
+            ('shards', 'The ring divides Ironic shards; every host lists '
+                       'only the nodes of its shards, the nodes without a '
+                       'shard and the nodes of its own instances.'),
+        ],
+        mutable=True,
+        help="""
+What the ring divides between the peers, and so what each host lists from
+Ironic every period.
+
+With ``nodes`` every host lists every node in scope, and Ironic serves as
+many full listings per period as there are hosts. With ``shards`` the ring
+maps Ironic shard names (the node ``shard`` field, Ironic API 1.82) to the
+peers and each host lists only its shards' nodes, the nodes without a shard
+(divided node by node, as with ``nodes``) and the nodes of its own
+instances wherever they are: Ironic serves about one full listing per
+period whatever the number of hosts. The three ownership rules are the same
+in both modes. Every peer must use the same value; reloaded on SIGHUP
+together with ``partition_key`` and ``peer_list``.
+
+Possible values:
+
+* ``nodes`` (default): today's division, node by node.
+* ``shards``: divide by shard. nova-compute refuses to start, and a reload
+  is rejected, when nova's ``[ironic] shard`` is also set; a host whose
+  Ironic lacks API 1.82 manages nothing new and says why (it never widens
+  to every node).
+
+Related options:
+
+* ``[ironic] shard``: nova's static one-compute-per-shard option; it
+  excludes ``divide = shards``.
+* ``ring_algorithm``: with ``balanced`` the shards are weighed by their
+  node counts.
+* ``nova-ironic-multi shards plan|apply`` labels nodes with shards.
+"""),
+    cfg.StrOpt(
         'membership_driver',
         default='servicegroup',
         help="""

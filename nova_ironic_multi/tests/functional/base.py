@@ -35,7 +35,9 @@ from nova.tests.functional import integrated_helpers
 from placement import db_api as placement_db
 
 from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi import ironic
 from nova_ironic_multi import rings
+from nova_ironic_multi import sharding
 from nova_ironic_multi.tests.fixtures import ironic_server
 
 HOSTS = ('host1', 'host2', 'host3')
@@ -248,3 +250,54 @@ class IronicCellTestCase(integrated_helpers.ProviderUsageBaseTestCase):
             host: str = objects.Instance.get_by_uuid(cctxt,
                                                      instance_uuid).host
         return host
+
+
+def shard_labels(node_uuids: list[str]) -> dict[str, str | None]:
+    """Shards for ``node_uuids``, every fourth node left without one.
+
+    Labels come from :func:`sharding.label` with the smallest count (from
+    three) that gives each host, started in order, at least two nodes:
+    nova needs one to start a compute, and the failover scenarios a free
+    one beside an instance.
+    """
+    for count in itertools.count(3):
+        labels: dict[str, str | None] = {
+            u: None if i % 4 == 3 else sharding.label(u, count)
+            for i, u in enumerate(node_uuids)}
+        covered = True
+        for n in range(1, len(HOSTS) + 1):
+            ring = rings.load('compatible', HOSTS[:n], 5)
+            names = {s for s in labels.values() if s is not None}
+            by_shard = sharding.assign(ring, dict.fromkeys(names, 1), False)
+            unsharded = ring.assign([u for u, s in labels.items()
+                                     if s is None])
+            owners = collections.Counter(
+                by_shard[s] if s is not None else unsharded[u]
+                for u, s in labels.items())
+            # Two nodes each, so a host with an instance keeps a free one.
+            covered = (covered and set(owners) == set(HOSTS[:n]) and
+                       min(owners.values()) >= 2)
+        if covered:
+            return labels
+    raise AssertionError('unreachable')
+
+
+class ShardMode:
+    """Mix in before a test case: every host runs ``divide = shards``.
+
+    The nodes are labelled in Ironic (every fourth left without a shard)
+    before the computes start.
+    """
+
+    node_uuids: list[str]
+    flags: Any
+
+    def configure(self) -> None:
+        super().configure()  # type: ignore[misc]
+        self.flags(divide='shards', group='ironic_multi')
+        self.shard_of = shard_labels(self.node_uuids)
+        client = ironic.Ironic(CONF)
+        for node, shard in self.shard_of.items():
+            if shard is not None:
+                client.patch(node, [{'op': 'add', 'path': '/shard',
+                                     'value': shard}])

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import types
 from typing import Any
@@ -24,6 +25,7 @@ from nova import objects
 
 from nova_ironic_multi.cmd import main as cli
 from nova_ironic_multi import rings
+from nova_ironic_multi import sharding
 from nova_ironic_multi.tests.functional import base
 
 
@@ -232,3 +234,65 @@ class CliGroupsTest(CliCase):
         code, text, _ = self.takeover()
         self.assertEqual(0, code, text)
         self.assertIn('Dry run: 1 node(s)', text)
+
+
+class ShardsCliTest(base.IronicCellTestCase):
+    """``shards plan|apply`` on the real Ironic, then the hosts divide."""
+
+    NODES = 12
+    cli = CliTest.cli
+
+    def count(self) -> int:
+        """A shard count that gives each host a shard of these nodes.
+
+        (A host without any node has no Ironic compute node left, and the
+        servicegroup membership counts only hosts that have one.)
+        """
+        ring = rings.load('compatible', base.HOSTS, 5)
+        for count in itertools.count(3):
+            names = {sharding.label(u, count) for u in self.node_uuids}
+            placed = sharding.assign(ring, dict.fromkeys(names, 1), False)
+            if set(placed.values()) == set(base.HOSTS):
+                return count
+        raise AssertionError('unreachable')
+
+    def test_plan_apply_rerun_and_ring_show(self) -> None:
+        # No service reports in during the test: keep them all up however
+        # long it takes on a busy machine.
+        self.flags(service_down_time=3600)
+        count = self.count()
+        code, data, _ = self.cli('shards', action='plan', count=count,
+                                 relabel_all=False)
+        self.assertEqual(0, code)
+        self.assertEqual(12, len(data['changes']))
+        # divide = nodes: labels move nothing.
+        self.assertEqual([], data['free_nodes_changing_hands'])
+        self.assertFalse(data['applied'])
+        client = self.computes['host1'].manager.driver._ironic
+        self.assertEqual({'None': 12}, client.shards())
+        code, data, _ = self.cli('shards', action='apply', count=count,
+                                 relabel_all=False)
+        self.assertEqual(0, code)
+        self.assertTrue(data['applied'])
+        counts = client.shards()
+        self.assertEqual(12, sum(counts.values()))
+        self.assertNotIn('None', counts)
+        code, data, _ = self.cli('shards', action='apply', count=count,
+                                 relabel_all=False)
+        self.assertEqual([], data['changes'])
+        # Every host divides by shard; ring show says who lists what.
+        self.flags(divide='shards', group='ironic_multi')
+        self._run_periodics()
+        self._run_periodics()
+        reported = self.reported()
+        self.assertEqual(set(self.node_uuids),
+                         set().union(*reported.values()))
+        self.assertEqual(12, sum(len(n) for n in reported.values()))
+        self.assertEqual(12, len(self.assert_no_duplicates()))
+        code, data, _ = self.cli('ring', action='show')
+        by_host = data['shards']['by_host']
+        for host, compute in self.computes.items():
+            listed = set(compute.manager.driver._inventory.cached().shards)
+            self.assertEqual(set(by_host[host]), listed - {'None'})
+            self.assertEqual(len(reported[host]),
+                             sum(by_host[host].values()))

@@ -60,3 +60,26 @@ class ConductorGroupTest(base.IronicCellTestCase):
         # nova keeps the compute nodes of the default group: Ironic still
         # has them, so they are not deleted, merely no longer managed.
         self.assertEqual(12, len(self.assert_no_duplicates()))
+
+
+class ShardDivisionTest(base.ShardMode, DivisionTest):
+    """a, with ``divide = shards``: each host lists only its share."""
+
+    def test_each_host_lists_its_shards_and_the_unsharded_nodes(
+            self) -> None:
+        reported = self.reported()
+        for host, compute in self.computes.items():
+            snapshot = compute.manager.driver._inventory.cached()
+            self.assertTrue(snapshot.partition.by_shard)
+            for node in reported[host]:
+                shard = self.shard_of[node]
+                if shard is not None:
+                    self.assertIn(shard, snapshot.shards)
+        # Every shard listed by exactly one host. (Ironic counts the
+        # nodes without a shard under the name 'None'.)
+        shards = [set(c.manager.driver._inventory.cached().shards) - {'None'}
+                  for c in self.computes.values()]
+        self.assertEqual({s for s in self.shard_of.values() if s},
+                         set().union(*shards))
+        self.assertEqual(len(set().union(*shards)),
+                         sum(len(s) for s in shards))

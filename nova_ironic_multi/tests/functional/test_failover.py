@@ -130,3 +130,7 @@ class MaintenanceTest(base.IronicCellTestCase):
         self.assertEqual(9, len(self.assert_no_duplicates()))
         self.assertNotIn('DBDuplicateEntry', self.stdlog.logger.output)
         self.assertNotIn('orphan compute node', self.stdlog.logger.output)
+
+
+class ShardTakeoverTest(base.ShardMode, TakeoverTest):
+    """d, with ``divide = shards``: a dead host's shards move, and back."""

@@ -20,6 +20,7 @@ takes ``steps`` reads to finish. Every call is recorded in ``calls``;
 from __future__ import annotations
 
 import collections
+from collections.abc import Sequence
 import dataclasses
 from typing import Any
 import uuid as uuidlib
@@ -159,17 +160,49 @@ class FakeIronic:
 
     # The Ironic interface ----------------------------------------------
 
-    def list_nodes(self, scope: partition.Scope) -> list[nodeinfo.NodeInfo]:
-        self._record('list_nodes', scope)
-        if scope.shard is not None and self.version < ironic.SHARD_VERSION:
+    def list_nodes(self, scope: partition.Scope,
+                   shards: Sequence[str] | None = None,
+                   sharded: bool | None = None,
+                   with_shard: bool = False) -> list[nodeinfo.NodeInfo]:
+        """As Ironic filters: scope, ``shard=a,b`` and ``sharded``."""
+        if shards is None and sharded is None and not with_shard:
+            self._record('list_nodes', scope)
+        else:
+            self._record('list_nodes', scope, shards, sharded)
+        if ((scope.shard is not None or shards is not None or
+             sharded is not None or with_shard) and
+                self.version < ironic.SHARD_VERSION):
             raise ironic.VersionNotSupported('no shard filter')
+        if shards is not None and not shards:
+            return []
         found = []
         for node in self.nodes.values():
             self._advance(node)
-            if self.ignore_filters or scope.contains(node['conductor_group'],
-                                                     node['shard']):
+            wanted = (scope.contains(node['conductor_group'],
+                                     node['shard']) and
+                      (shards is None or node['shard'] in shards) and
+                      (sharded is None or
+                       (node['shard'] is not None) == sharded))
+            if self.ignore_filters or wanted:
                 found.append(self._info(node))
         return found
+
+    def listings(self) -> list[tuple[Any, ...]]:
+        """The shard-mode listings: ``(shards, sharded)`` of each."""
+        return [args[1:] for args in self.calls_to('list_nodes')
+                if len(args) > 1]
+
+    def require_shards(self, why: str) -> None:
+        if self.version < ironic.SHARD_VERSION:
+            raise ironic.VersionNotSupported(
+                '%s needs Ironic API 1.82 (node shards)' % why)
+
+    def shards(self) -> dict[str, int]:
+        self._record('shards')
+        self.require_shards('Listing shards')
+        counts: collections.Counter[str] = collections.Counter(
+            str(n['shard']) for n in self.nodes.values())
+        return dict(counts)
 
     def get_node(self, node_uuid: str) -> nodeinfo.NodeInfo:
         self._record('get_node', node_uuid)
@@ -218,6 +251,9 @@ class FakeIronic:
             parts = op['path'].strip('/').split('/')
             if parts[0] == 'instance_info' and len(parts) == 2:
                 node['instance_info'][parts[1]] = op.get('value')
+            elif parts == ['shard']:
+                node['shard'] = (op.get('value') if op['op'] != 'remove'
+                                 else None)
 
     def validate(self, node_uuid: str) -> dict[str, dict[str, Any]]:
         self._record('validate', node_uuid)

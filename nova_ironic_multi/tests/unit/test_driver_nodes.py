@@ -425,6 +425,27 @@ class StartupTest(base.DriverTestCase):
         self.assertIn('[ironic_multi] partition_key', str(exc))
         self.assertIn('[ironic] conductor_group', str(exc))
 
+    def test_divide_shards_with_nova_shard_refuses_to_start(self) -> None:
+        self.flags(divide='shards', group='ironic_multi')
+        self.flags(shard='shard-1', group='ironic')
+        drv = driver.IronicDriver(virtapi.VirtAPI())
+        exc = self.assertRaises(exception.InvalidConfiguration,
+                                drv.init_host, 'host1')
+        self.assertIn('[ironic_multi] divide = shards', str(exc))
+        self.assertIn('[ironic] shard', str(exc))
+
+    def test_divide_shards_without_api_1_82_fails_closed(self) -> None:
+        self.ironic.version = (1, 81)
+        self.ironic.add_node()
+        self.flags(divide='shards', group='ironic_multi')
+        with self.assertLogs('nova_ironic_multi.inventory', 'ERROR') as logs:
+            self.assertRaises(exception.VirtDriverNotReady,
+                              self.driver.get_available_nodes)
+        text = '\n'.join(logs.output)
+        self.assertIn('[ironic_multi] divide = shards needs Ironic API '
+                      '1.82', text)
+        self.assertEqual([], self.ironic.calls_to('list_nodes'))
+
     def test_unknown_ring_refuses_to_start(self) -> None:
         self.flags(ring_algorithm='fancy', group='ironic_multi')
         drv = driver.IronicDriver(virtapi.VirtAPI())

@@ -432,3 +432,66 @@ def test_the_clients_own_retry_errors_are_not_logged(
                      'workers (HTTP 503). Attempt 1 of 1')
     client_log.error('something else')
     assert [r.getMessage() for r in caplog.records] == ['something else']
+
+
+def test_shard_listing_keeps_markers_and_filters_on_every_page() -> None:
+    nodes = [Node('n%02d' % i, 'rack-a') for i in range(25)]
+    client, manager = make(nodes, page=10)
+    listed = client.list_nodes(partition.Scope(conductor_group='rack-a'),
+                               shards=['s2', 's1', 's1'])
+    assert len(listed) == 25
+    assert [c['marker'] for c in manager.list_calls] == [
+        None, 'n09', 'n19', 'n24']
+    for call in manager.list_calls:
+        assert call['limit'] is None
+        assert call['shards'] == ['s1', 's2']
+        assert call['conductor_group'] == 'rack-a'
+        assert 'sharded' not in call
+        assert 'shard' in call['fields']
+
+
+def test_unsharded_listing_filters_every_page() -> None:
+    client, manager = make([Node('n%02d' % i) for i in range(5)], page=2)
+    client.list_nodes(partition.Scope(), sharded=False)
+    assert len(manager.list_calls) == 4     # three pages and an empty one
+    for call in manager.list_calls:
+        assert call['sharded'] is False
+        assert 'shards' not in call
+        assert 'shard' in call['fields']
+
+
+def test_no_shards_lists_nothing_not_everything() -> None:
+    client, manager = make([Node('a')], page=10)
+    assert client.list_nodes(partition.Scope(), shards=[]) == []
+    assert manager.list_calls == []
+
+
+def test_many_shards_are_listed_in_batches() -> None:
+    client, manager = make([], page=10)
+    names = ['shard-%03d' % i for i in range(ironic.SHARDS_PER_REQUEST + 1)]
+    client.list_nodes(partition.Scope(), shards=names)
+    batches = [c['shards'] for c in manager.list_calls]
+    assert batches == [names[:-1], names[-1:]]
+
+
+def test_listing_by_shard_on_an_old_ironic_fails_closed() -> None:
+    client, manager = make([Node('a')], page=10, version=(1, 81))
+    for kwargs in ({'shards': ['s1']}, {'sharded': False},
+                   {'with_shard': True}):
+        with pytest.raises(ironic.VersionNotSupported, match='1.82'):
+            client.list_nodes(partition.Scope(), **kwargs)
+    with pytest.raises(ironic.VersionNotSupported, match='1.82'):
+        client.shards()
+    assert manager.list_calls == []
+
+
+def test_shards_are_counted_by_name() -> None:
+    client, _ = make([], page=10)
+    shard = mock.Mock()
+    shard.list.return_value = [mock.Mock(name='a', count=3),
+                               mock.Mock(count=2)]
+    shard.list.return_value[0].name = 'rack-1'
+    shard.list.return_value[1].name = 'None'
+    client._client.shard = shard
+    assert client.shards() == {'rack-1': 3, 'None': 2}
+    assert client.requests['shards'] == 1

@@ -198,3 +198,29 @@ def test_partition_key_syntax_is_enforced_by_the_option(bad: str) -> None:
     conf = make_conf()
     with pytest.raises(ValueError):
         conf.set_override('partition_key', bad, group='ironic_multi')
+
+
+def test_divide_defaults_to_nodes() -> None:
+    part = partition.resolve(make_conf(), 'host1')
+    assert part.divide == 'nodes' and not part.by_shard
+
+
+def test_divide_shards_resolves() -> None:
+    part = partition.resolve(make_conf({'divide': 'shards'}), 'host1')
+    assert part.by_shard
+    assert part.summary()['divide'] == 'shards'
+    assert part.peers is None
+
+
+def test_divide_shards_with_nova_shard_names_both_options() -> None:
+    conf = make_conf({'divide': 'shards'}, {'shard': 'shard-1'})
+    with pytest.raises(partition.InvalidPartition) as e:
+        partition.resolve(conf, 'host1')
+    assert '[ironic_multi] divide = shards' in str(e.value)
+    assert "[ironic] shard = 'shard-1'" in str(e.value)
+
+
+def test_divide_accepts_only_nodes_or_shards() -> None:
+    conf = make_conf()
+    with pytest.raises(ValueError):
+        conf.set_override('divide', 'racks', group='ironic_multi')

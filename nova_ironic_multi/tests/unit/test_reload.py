@@ -163,3 +163,33 @@ def test_sighup_handler_only_from_the_main_thread(
     t.start()
     t.join()
     assert result == [False]
+
+
+def test_divide_is_reloaded_with_the_other_options(
+        state: reload._State,
+        conf_file: tuple[cfg.ConfigOpts, pathlib.Path]) -> None:
+    conf, path = conf_file
+    reload.watch(conf, Listener(conf))
+    path.write_text('[ironic_multi]\npartition_key = rack-a\n'
+                    'peer_list = host1\ndivide = shards\n')
+    conf.mutate_config_files()
+    assert conf.ironic_multi.divide == 'shards'
+
+
+def test_a_bad_divide_holds_back_the_whole_reload(
+        state: reload._State, conf_file: tuple[cfg.ConfigOpts, pathlib.Path],
+        caplog: pytest.LogCaptureFixture) -> None:
+    conf, path = conf_file
+    reload.watch(conf, Listener(conf))
+    path.write_text('[ironic_multi]\npartition_key = rack-b\n'
+                    'peer_list = host1,host2\ndivide = racks\n')
+    conf.mutate_config_files()
+    assert conf.ironic_multi.divide == 'nodes'
+    assert conf.ironic_multi.partition_key == 'rack-a'
+    assert conf.ironic_multi.peer_list == ['host1']
+    assert 'rejected the new value of [ironic_multi] divide' in caplog.text
+    path.write_text('[ironic_multi]\npartition_key = rack-b\n'
+                    'peer_list = host1,host2\ndivide = shards\n')
+    conf.mutate_config_files()
+    assert conf.ironic_multi.divide == 'shards'
+    assert conf.ironic_multi.partition_key == 'rack-b'

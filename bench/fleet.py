@@ -1,0 +1,353 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""One period on every host of a fleet: Ironic's work, by driver and mode.
+
+The set-up is ``bench scale``'s (a real all-in-one Ironic 39 on sqlite with
+``--nodes`` fake-hardware nodes, one API worker, ``[api] max_limit =
+1000``; a sqlite nova database), with C nova-compute services (C = 3 and
+C = 10 by default), every host's driver in this one process. The nodes
+are labelled with ``--shards`` shards by ``sharding.label`` (what ``shards
+apply`` writes), except ``--unsharded`` of them.
+
+For each C and each contender, in the same run:
+
+* nova 34's in-tree driver (every host lists every node);
+* this driver with ``divide = nodes`` (the same listing, our client);
+* this driver with ``divide = shards`` (each host lists its shards and the
+  nodes without a shard);
+
+C fresh drivers run one untimed period (start-up: connections, and in
+shard mode the one whole listing of a start), then one timed period: each
+host's ``get_available_nodes()`` in turn, with the Ironic process's CPU
+seconds (``/proc``), the HTTP requests and the wall seconds of each. The
+per-host node sets of the in-tree driver and of ``divide = nodes`` must be
+equal (the same ring, bit for bit); with ``divide = shards`` the ring
+divides shards, not nodes, so the per-host sets differ, and what is checked
+is what issue 14 asks of the division: the union equals the other modes'
+and no node is managed twice.
+
+The 10^5-node, 100-host figures are extrapolated from the measured costs:
+Ironic CPU per listed node and per request, and host wall per listed node
+and per request, fitted on the in-tree and the shard runs.
+
+Usage: ``tox -e bench -- fleet [--nodes 10000] [--hosts 3,10]
+[--shards 100] [--unsharded 100]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shutil
+import sqlite3
+import statistics
+import tempfile
+import time
+from typing import Any
+
+from bench import common
+from bench import scale
+from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi import sharding
+
+CONF = scale.CONF
+INTREE, NODES, SHARDS = 'in-tree', 'ours nodes', 'ours shards'
+MODES = (INTREE, NODES, SHARDS)
+#: Issue 14's targets.
+CPU_TARGET = 1.3
+WALL_TARGETS = {3: 0.25, 10: 0.1}
+
+
+@dataclasses.dataclass
+class HostRun:
+    host: str
+    wall: float
+    requests: int
+    server_cpu: float
+    nodes: frozenset[str]
+
+
+@dataclasses.dataclass
+class Period:
+    mode: str
+    hosts: int
+    runs: list[HostRun]
+    start_cpu: float      # Ironic CPU of the untimed start-up period
+
+    @property
+    def cpu(self) -> float:
+        return sum(r.server_cpu for r in self.runs)
+
+    @property
+    def requests(self) -> int:
+        return sum(r.requests for r in self.runs)
+
+    @property
+    def max_wall(self) -> float:
+        return max(r.wall for r in self.runs)
+
+    @property
+    def median_wall(self) -> float:
+        return statistics.median(r.wall for r in self.runs)
+
+    @property
+    def listed(self) -> int:
+        return sum(len(r.nodes) for r in self.runs)
+
+
+def label_nodes(db_path: str, shards: int, unsharded: int) -> None:
+    """Write shard labels straight into Ironic's database (set-up only)."""
+    with sqlite3.connect(db_path) as conn:
+        uuids = [u for (u,) in conn.execute(
+            'SELECT uuid FROM nodes ORDER BY id')]
+        conn.executemany('UPDATE nodes SET shard = ? WHERE uuid = ?',
+                         [(sharding.label(u, shards), u)
+                          for u in uuids[unsharded:]])
+
+
+def hosts_named(count: int) -> list[str]:
+    return ['host%d' % i for i in range(1, count + 1)]
+
+
+def only_first(nova: scale.NovaState, every: list[int], count: int) -> None:
+    """Only the first ``count`` services are up: the others forced down.
+
+    (A service just created counts as up until ``service_down_time``.)
+    """
+    for i, service_id in enumerate(every):
+        scale.main_db_api.service_update(nova.ctxt, service_id,
+                                         {'forced_down': i >= count})
+    nova.services = every[:count]
+
+
+def make_driver(mode: str, host: str) -> Any:
+    if mode == INTREE:
+        driver = scale.intree_driver.IronicDriver(None)
+    else:
+        driver = scale.our_driver.IronicDriver(None)
+    CONF.set_override('host', host)
+    driver.init_host(host)
+    return driver
+
+
+def run_period(mode: str, drivers: dict[str, Any], bench: scale.Bench,
+               counter: scale.HttpCounter) -> list[HostRun]:
+    runs = []
+    for host, driver in drivers.items():
+        # nova's in-tree driver reads its own name from CONF.host.
+        CONF.set_override('host', host)
+        bench.nova.heartbeat()
+        counter.reset()
+        before = bench.server_cpu()
+        timing = common.measure(driver.get_available_nodes,
+                                trace_memory=False)
+        runs.append(HostRun(host, timing.wall, counter.count,
+                            bench.server_cpu() - before,
+                            frozenset(timing.value)))
+    return runs
+
+
+def fleet_period(mode: str, hosts: list[str], bench: scale.Bench,
+                 counter: scale.HttpCounter) -> Period:
+    CONF.set_override('divide', 'shards' if mode == SHARDS else 'nodes',
+                      group='ironic_multi')
+    drivers = {h: make_driver(mode, h) for h in hosts}
+    try:
+        start = run_period(mode, drivers, bench, counter)
+        runs = run_period(mode, drivers, bench, counter)
+    finally:
+        for host, driver in drivers.items():
+            driver.cleanup_host(host)
+    period = Period(mode, len(hosts), runs,
+                    sum(r.server_cpu for r in start))
+    scale.progress('  C=%-3d %-12s Ironic CPU %6.2fs  requests %4d  host '
+                   'wall max %6.2fs  (start-up period: Ironic CPU %.2fs)'
+                   % (len(hosts), mode, period.cpu, period.requests,
+                      period.max_wall, period.start_cpu))
+    return period
+
+
+def check_division(periods: dict[str, Period]) -> list[str]:
+    """What must hold between the modes; an empty list when all does."""
+    problems = []
+    by_host = {m: {r.host: r.nodes for r in p.runs}
+               for m, p in periods.items()}
+    if by_host[INTREE] != by_host[NODES]:
+        problems.append('per-host node sets differ between the in-tree '
+                        'driver and divide = nodes')
+    unions = {m: frozenset().union(*h.values()) for m, h in by_host.items()}
+    if len(set(unions.values())) != 1:
+        problems.append('the modes manage different unions of nodes')
+    for mode, hosts in by_host.items():
+        if sum(len(s) for s in hosts.values()) != len(unions[mode]):
+            problems.append('%s: a node is managed by two hosts' % mode)
+    return problems
+
+
+@dataclasses.dataclass
+class Costs:
+    """Fitted per-node and per-request costs (seconds)."""
+
+    cpu_node: float
+    cpu_request: float
+    wall_node: float
+    wall_request: float
+
+
+def fit(periods: list[Period], n_nodes: int) -> Costs:
+    """Per-node and per-request costs.
+
+    Per node from the in-tree runs (one full listing a host); per request
+    from what the shard runs spent beyond their nodes.
+    """
+    intree = [p for p in periods if p.mode == INTREE]
+    shard = [p for p in periods if p.mode == SHARDS]
+    full_cpu = statistics.median(r.server_cpu for p in intree
+                                 for r in p.runs)
+    full_wall = statistics.median(r.wall for p in intree for r in p.runs)
+    cpu_node, wall_node = full_cpu / n_nodes, full_wall / n_nodes
+    listed = [(r, r.requests) for p in shard for r in p.runs]
+    extra_cpu = [max(0.0, r.server_cpu - cpu_node * len(r.nodes)) / n
+                 for r, n in listed if n]
+    extra_wall = [max(0.0, r.wall - wall_node * len(r.nodes)) / n
+                  for r, n in listed if n]
+    return Costs(cpu_node, statistics.median(extra_cpu), wall_node,
+                 statistics.median(extra_wall))
+
+
+def extrapolate(costs: Costs, nodes: int, hosts: int, shards: int,
+                unsharded: int) -> tuple[float, float]:
+    """(fleet CPU ratio to one full listing, host wall ratio to in-tree)."""
+    per_host = nodes / hosts * (1 - unsharded / nodes) + unsharded
+    pages = max(1, round(per_host / 1000)) + 2     # shards, unsharded, ends
+    requests = 2 + pages     # shard count, version, listings
+    fleet_cpu = (costs.cpu_node * (nodes - unsharded + hosts * unsharded) +
+                 costs.cpu_request * hosts * requests)
+    host_wall = costs.wall_node * per_host + costs.wall_request * requests
+    return (fleet_cpu / (costs.cpu_node * nodes),
+            host_wall / (costs.wall_node * nodes))
+
+
+def table(periods: list[Period], n_nodes: int) -> tuple[str, list[str]]:
+    rows, verdicts = [], []
+    for c in sorted({p.hosts for p in periods}):
+        at = {p.mode: p for p in periods if p.hosts == c}
+        full_cpu = statistics.median(r.server_cpu for r in at[INTREE].runs)
+        intree_wall = at[INTREE].median_wall
+        for mode in MODES:
+            p = at[mode]
+            rows.append([
+                str(c), mode, '%.2f' % p.cpu,
+                '%.2f' % (p.cpu / full_cpu),
+                '%.2f / %.2f' % (p.median_wall, p.max_wall),
+                '%.3f' % (p.max_wall / intree_wall), str(p.requests),
+                str(p.listed), '%.2f' % p.start_cpu])
+        shard = at[SHARDS]
+        cpu_ratio = shard.cpu / full_cpu
+        wall_ratio = shard.max_wall / intree_wall
+        verdicts.append(
+            'C=%d: shards fleet Ironic CPU %.2f x one full listing (target '
+            '<= %.1f; in-tree %.2f): %s' % (
+                c, cpu_ratio, CPU_TARGET, at[INTREE].cpu / full_cpu,
+                'met' if cpu_ratio <= CPU_TARGET else 'NOT met'))
+        verdicts.append(
+            'C=%d: slowest shards host wall %.3f x in-tree host (target '
+            '<= %.2f): %s' % (c, wall_ratio, WALL_TARGETS.get(c, 1 / c),
+                              'met' if wall_ratio <= WALL_TARGETS.get(
+                                  c, 1 / c) else 'NOT met'))
+        problems = check_division(at)
+        verdicts.append('C=%d: division %s' % (
+            c, '; '.join(problems) if problems else
+            'checked: in-tree and divide = nodes give every host the same '
+            'nodes; divide = shards manages the same union, no node twice'))
+    return common.table(
+        ['C', 'DRIVER', 'IRONIC CPU/PERIOD (s)', 'x FULL LISTING',
+         'HOST WALL med/max (s)', 'x IN-TREE', 'REQUESTS', 'NODES',
+         'START-UP CPU (s)'], rows), verdicts
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog='bench fleet')
+    parser.add_argument('--nodes', type=int, default=10000)
+    parser.add_argument('--hosts', default='3,10',
+                        help='comma-separated fleet sizes (default 3,10)')
+    parser.add_argument('--shards', type=int, default=100)
+    parser.add_argument('--unsharded', type=int, default=100,
+                        help='nodes left without a shard (default 100)')
+    parser.add_argument('--modes', default=','.join(MODES),
+                        help='comma-separated contenders (default all: %s)'
+                        % ','.join(MODES))
+    parser.add_argument('--keep', action='store_true')
+    args = parser.parse_args(argv)
+    sizes = [int(c) for c in args.hosts.split(',')]
+    modes = [m for m in MODES if m in args.modes.split(',')]
+    scale.exit_on_sigterm()
+    scale.quiet_logs()
+    print('Machine: %s' % common.machine())
+    workdir = tempfile.mkdtemp(prefix='nim-bench-fleet-')
+    ironic = None
+    periods: list[Period] = []
+    try:
+        scale.progress('Ironic with %d nodes, %d shards, %d unsharded, in %s'
+                       % (args.nodes, args.shards, args.unsharded, workdir))
+        started = time.perf_counter()
+        ironic = scale.make_ironic(workdir, args.nodes)
+        label_nodes(ironic.db_path, args.shards, args.unsharded)
+        ironic.start()
+        ironic.wait_ready()
+        scale.progress('  ready in %.1fs' % (time.perf_counter() - started))
+        nova = scale.NovaState(workdir, hosts_named(max(sizes)))
+        scale.configure_drivers(ironic.url)
+        nim_conf.register_opts(CONF)
+        counter = scale.HttpCounter()
+        bench = scale.Bench(ironic, nova, counter)
+        every = list(nova.services)
+        with counter.installed():
+            for c in sizes:
+                hosts = hosts_named(c)
+                only_first(nova, every, c)
+                for mode in modes:
+                    periods.append(fleet_period(mode, hosts, bench, counter))
+    finally:
+        if ironic is not None:
+            ironic.stop()
+        if args.keep:
+            scale.progress('kept %s' % workdir)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    if modes != list(MODES):
+        for p in periods:
+            print('C=%d %s: Ironic CPU %.2fs, requests %d, host wall med %.2fs'
+                  ' max %.2fs, nodes %d, start-up Ironic CPU %.2fs'
+                  % (p.hosts, p.mode, p.cpu, p.requests, p.median_wall,
+                     p.max_wall, p.listed, p.start_cpu))
+        return 0
+    text, verdicts = table(periods, args.nodes)
+    print('One period on every host, %d Ironic nodes (%d shards, %d nodes '
+          'without a shard):' % (args.nodes, args.shards, args.unsharded))
+    print(text)
+    print()
+    print('Targets (issue 14):')
+    for line in verdicts:
+        print('  ' + line)
+    costs = fit(periods, args.nodes)
+    cpu, wall = extrapolate(costs, 10 ** 5, 100, args.shards,
+                            args.unsharded)
+    print('  Extrapolated to 10^5 nodes and 100 hosts (Ironic CPU %.2f ms '
+          'a node and %.1f ms a request; host wall %.2f ms a node and '
+          '%.1f ms a request): shards fleet Ironic CPU %.2f x one full '
+          'listing (in-tree: 100 x); slowest host wall %.3f x in-tree.'
+          % (costs.cpu_node * 1e3, costs.cpu_request * 1e3,
+             costs.wall_node * 1e3, costs.wall_request * 1e3, cpu, wall))
+    return 0
+
+

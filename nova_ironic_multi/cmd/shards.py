@@ -1,0 +1,218 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""``shards plan`` and ``shards apply``: label Ironic nodes with shards.
+
+Each node is labelled ``shard-<i>`` among ``--count`` shards, ``i`` a
+consistent hash of its UUID (:func:`sharding.label`), so a run is
+repeatable and a second run changes nothing. Only nodes without a shard are
+labelled unless ``--relabel-all``. Both commands first show what would
+change and which free nodes would change hands (nodes with an instance
+never do: they stay with the instance's host); ``apply`` then writes each
+label with one ``PATCH /v1/nodes/<uuid>`` (policy
+``baremetal:node:update:shard``).
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Mapping
+import dataclasses
+from typing import Any, TextIO
+
+from oslo_config import cfg
+
+from nova_ironic_multi.cmd import fleet as fleet_mod
+from nova_ironic_multi.cmd import output
+from nova_ironic_multi import ironic
+from nova_ironic_multi import sharding
+
+
+#: The name ``GET /v1/shards`` gives the nodes without a shard.
+UNSHARDED = 'None'
+
+
+class BadArgument(ValueError):
+    """An argument that cannot make a plan."""
+
+
+@dataclasses.dataclass
+class Plan:
+    count: int
+    relabel_all: bool
+    #: ``(node, shard now, shard after)`` for every node to label.
+    changes: list[tuple[str, str | None, str]]
+    #: Shard -> nodes in scope after the labels.
+    after: dict[str, int]
+    #: ``(node, manager now, manager after)`` of the free nodes that would
+    #: change hands in the configured mode.
+    moves: list[tuple[str, str | None, str | None]]
+    #: The same had every host ``divide = shards`` (only with ``nodes``).
+    moves_if_shards: list[tuple[str, str | None, str | None]] | None
+
+
+def _managers(fleet: fleet_mod.Fleet, shard_of: Mapping[str, str | None],
+              counts: Mapping[str, int], by_shard: bool
+              ) -> dict[str, str | None]:
+    """Free in-scope node -> its manager, as the services would divide."""
+    in_scope = [n.uuid for n in fleet.in_scope]
+    free = set(fleet.free)
+    if not by_shard:
+        placed = fleet.ring.assign(in_scope)
+        return {u: placed.get(u) for u in free}
+    assignment = sharding.assign(
+        fleet.ring, counts,
+        fleet.partition.ring_algorithm in sharding.WEIGHTED)
+    unsharded = fleet.ring.assign(
+        [u for u in in_scope if shard_of.get(u) is None])
+    found: dict[str, str | None] = {}
+    for uuid in free:
+        shard = shard_of.get(uuid)
+        found[uuid] = (unsharded.get(uuid) if shard is None
+                       else assignment.get(shard))
+    return found
+
+
+def plan(fleet: fleet_mod.Fleet, count: int, relabel_all: bool) -> Plan:
+    now = {n.uuid: n.shard for n in fleet.in_scope}
+    changes = []
+    for node in fleet.in_scope:
+        if node.shard is not None and not relabel_all:
+            continue
+        target = sharding.label(node.uuid, count)
+        if target != node.shard:
+            changes.append((node.uuid, node.shard, target))
+    later: dict[str, str | None] = dict(now)
+    counts_after = collections.Counter(fleet.shard_counts or {})
+    for uuid, old, new in changes:
+        later[uuid] = new
+        counts_after[str(old)] -= 1
+        counts_after[new] += 1
+    counts_after = +counts_after      # drop emptied shards
+    by_shard = fleet.partition.by_shard
+    before = _managers(fleet, now, fleet.shard_counts or {}, by_shard)
+    after = _managers(fleet, later, counts_after, by_shard)
+    moves = sorted((u, before[u], after[u]) for u in before
+                   if before[u] != after[u])
+    moves_if_shards = None
+    if not by_shard:
+        shard_after = _managers(fleet, later, counts_after, True)
+        moves_if_shards = sorted((u, before[u], shard_after[u])
+                                 for u in before
+                                 if before[u] != shard_after[u])
+    in_scope_after = collections.Counter(
+        s for s in later.values() if s is not None)
+    return Plan(count, relabel_all, changes, dict(in_scope_after), moves,
+                moves_if_shards)
+
+
+def _describe(fleet: fleet_mod.Fleet, p: Plan, applied: bool
+              ) -> tuple[dict[str, Any], str]:
+    verb = 'Labelled' if applied else 'Would label'
+    unsharded = sum(1 for n in fleet.in_scope if n.shard is None)
+    data: dict[str, Any] = {
+        'count': p.count, 'relabel_all': p.relabel_all,
+        'divide': fleet.partition.divide,
+        'nodes_in_scope': len(fleet.in_scope),
+        'unsharded_before': unsharded,
+        'changes': [{'node': u, 'from': o, 'to': n}
+                    for u, o, n in p.changes],
+        'shards_after': p.after,
+        'free_nodes_changing_hands': [
+            {'node': u, 'from': a, 'to': b} for u, a, b in p.moves],
+        'applied': applied,
+    }
+    if p.moves_if_shards is not None:
+        data['free_nodes_changing_hands_with_divide_shards'] = len(
+            p.moves_if_shards)
+    moved = collections.Counter((a, b) for _, a, b in p.moves)
+    text = [
+        'Scope: %s; %d nodes, %d without a shard; divide = %s' % (
+            fleet.partition.scope.describe(), len(fleet.in_scope),
+            unsharded, fleet.partition.divide),
+        '%s %d node(s) among %d shard(s)%s.' % (
+            verb, len(p.changes), p.count,
+            ' (every node, --relabel-all)' if p.relabel_all
+            else ' (nodes without a shard only)'),
+    ]
+    if p.changes:
+        by_target = collections.Counter(n for _, _, n in p.changes)
+        text += ['', output.table(
+            ['SHARD', 'NODES AFTER', 'LABELLED NOW'],
+            [[s, p.after.get(s, 0), by_target.get(s, 0)]
+             for s in sorted(set(p.after) | set(by_target))])]
+    text.append('')
+    if moved:
+        text.append(output.table(
+            ['FROM', 'TO', 'FREE NODES'],
+            [[a or '-', b or '-', c] for (a, b), c in sorted(
+                moved.items(), key=lambda i: (str(i[0][0]),
+                                              str(i[0][1])))]))
+    text.append('%d free node(s) change hands with divide = %s; nodes '
+                'with an instance never do.'
+                % (len(p.moves), fleet.partition.divide))
+    if p.moves_if_shards is not None:
+        text.append('With divide = shards on every host, %d free node(s) '
+                    'would change hands against today\'s division.'
+                    % len(p.moves_if_shards))
+    if not applied and p.changes:
+        text.append('Nothing written: run "shards apply" with the same '
+                    'arguments to write these labels.')
+    return data, '\n'.join(text)
+
+
+def run(conf: cfg.ConfigOpts, action: str, count: int, relabel_all: bool,
+        out: TextIO, fmt: str) -> int:
+    """``shards plan`` or ``shards apply``."""
+    if count < 1:
+        raise BadArgument('--count must be at least 1, got %d' % count)
+    fleet = fleet_mod.gather(conf, shards=True)
+    p = plan(fleet, count, relabel_all)
+    if action == 'apply':
+        client = ironic.Ironic(conf)
+        for uuid, _, target in p.changes:
+            client.patch(uuid, [{'op': 'add', 'path': '/shard',
+                                 'value': target}])
+    data, text = _describe(fleet, p, action == 'apply')
+    output.emit(out, fmt, data, text)
+    return 0
+
+
+def section(fleet: fleet_mod.Fleet) -> tuple[dict[str, Any], str]:
+    """``ring show``'s shards: what each member lists, with node counts."""
+    # Ironic counts the nodes without a shard under the name 'None'; they
+    # are shown apart (every host lists them).
+    counts = {s: c for s, c in (fleet.shard_counts or {}).items()
+              if s != UNSHARDED}
+    assignment = fleet.shard_assignment()
+    per_host: dict[str, dict[str, int]] = collections.defaultdict(dict)
+    for shard, host in assignment.items():
+        if shard in counts:
+            per_host[host][shard] = counts[shard]
+    unsharded = sum(1 for n in fleet.in_scope if n.shard is None)
+    rows = [[h, len(per_host[h]), sum(per_host[h].values()),
+             ', '.join(sorted(per_host[h])) or '-']
+            for h in sorted(fleet.members)]
+    data = {'by_host': {h: dict(sorted(per_host[h].items()))
+                        for h in sorted(fleet.members)},
+            'unsharded_nodes_in_scope': unsharded,
+            'shards': len(counts)}
+    text = '\n'.join([
+        'Shards (divide = shards): %d, listed as follows; the %d node(s) '
+        'in scope without a shard are listed by every host and divided '
+        'node by node.' % (len(counts), unsharded),
+        output.table(['HOST', 'SHARDS', 'NODES', 'SHARD NAMES'], rows),
+        '(Node counts are Ironic\'s, over every conductor group.)'
+        if fleet.partition.scope.conductor_group is not None else '',
+    ])
+    return data, text
+
+

@@ -1,0 +1,143 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""What one host lists from Ironic when the ring divides shards.
+
+A period lists, with explicit markers and every filter on every page:
+
+* the nodes of the shards the ring gives this host (``shard=a,b,c``);
+* the nodes without a shard (``sharded=false``), which every host lists
+  and the node ring divides, as ``divide = nodes`` divides every node;
+* the nodes that carried an instance when this host last managed them and
+  that the two listings above no longer return (after a rebalance they sit
+  in shards another host now lists): read one by one when few, else by
+  listing their shards;
+
+and, after nova has said which instances are this host's (never before:
+nova bug 1841481), the nodes of those instances still unseen: one by one
+when few, else the whole scope.
+
+The first period after a start, or after the scope or mode changed, lists
+the whole scope once: this host has no memory yet of where its instances
+and orphans are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+import dataclasses
+
+from oslo_log import log as logging
+
+from nova_ironic_multi import ironic
+from nova_ironic_multi import nodeinfo
+from nova_ironic_multi import partition
+
+LOG = logging.getLogger(__name__)
+
+#: Up to this many nodes are read one by one; more are listed.
+FETCH_LIMIT = 20
+
+
+@dataclasses.dataclass
+class Listed:
+    """The nodes gathered so far in a period, by UUID, in listing order."""
+
+    nodes: dict[str, nodeinfo.NodeInfo]
+    #: Whether the whole scope was listed (nothing more to look for).
+    whole: bool
+
+    def add(self, found: Iterable[nodeinfo.NodeInfo]) -> None:
+        for node in found:
+            self.nodes.setdefault(node.uuid, node)
+
+    def instances(self) -> set[str]:
+        return {n.instance_uuid for n in self.nodes.values()
+                if n.instance_uuid is not None}
+
+
+class ShardListing:
+    """The shard-mode listing of one host, with what it remembers."""
+
+    def __init__(self, client: ironic.Ironic) -> None:
+        self._ironic = client
+        #: This host's instances known to have no node, while the share
+        #: that was searched stays the same.
+        self._nodeless: set[str] = set()
+        self._share: tuple[object, ...] | None = None
+
+    def share(self, scope: partition.Scope, shards: Collection[str],
+              previous: Mapping[str, nodeinfo.NodeInfo] | None) -> Listed:
+        """List this host's shards, the unsharded nodes and its old nodes.
+
+        :param shards: the shard names the ring gives this host.
+        :param previous: the nodes this host managed last period, or None
+            when it has no usable memory (the whole scope is then listed).
+        :raises ironic.IronicError: a listing failed.
+        """
+        share = (scope, frozenset(shards))
+        if share != self._share:
+            # Another share: an instance without a node may since have
+            # been placed on a node that is no longer listed here.
+            self._nodeless.clear()
+            self._share = share
+        if previous is None:
+            LOG.info('Listing every node in scope once (%s) to find where '
+                     'this host\'s instances are', scope.describe())
+            return Listed({n.uuid: n for n in self._ironic.list_nodes(
+                scope, with_shard=True)}, whole=True)
+        listed = Listed({}, whole=False)
+        if shards:
+            listed.add(self._ironic.list_nodes(scope, shards=list(shards)))
+        listed.add(self._ironic.list_nodes(scope, sharded=False))
+        gone = [n for u, n in previous.items()
+                if n.instance_uuid is not None and u not in listed.nodes]
+        if len(gone) <= FETCH_LIMIT:
+            for node in gone:
+                try:
+                    listed.add([self._ironic.get_node(node.uuid)])
+                except ironic.NodeNotFound:
+                    pass
+        else:
+            listed.add(self._ironic.list_nodes(
+                scope, shards=sorted({n.shard for n in gone
+                                      if n.shard is not None})))
+        return listed
+
+    def complete(self, scope: partition.Scope, listed: Listed,
+                 mine: Collection[str]) -> None:
+        """Add the nodes of this host's instances that are still unseen.
+
+        :param mine: this host's instances, read after the listings.
+        :raises ironic.IronicError: a read failed.
+        """
+        self._nodeless &= set(mine)
+        if listed.whole:
+            self._nodeless |= set(mine) - listed.instances()
+            return
+        missing = sorted(set(mine) - listed.instances() - self._nodeless)
+        if not missing:
+            return
+        if len(missing) > FETCH_LIMIT:
+            LOG.info('%(n)d of this host\'s instances are on nodes outside '
+                     'its shards; listing every node in scope',
+                     {'n': len(missing)})
+            listed.add(self._ironic.list_nodes(scope, with_shard=True))
+            listed.whole = True
+            self._nodeless |= set(missing) - listed.instances()
+            return
+        for instance in missing:
+            node = self._ironic.node_for_instance(instance)
+            if node is None:
+                # Building, or failed before a node was reserved.
+                self._nodeless.add(instance)
+            else:
+                listed.add([node])

@@ -1,0 +1,195 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""``shards plan|apply`` and ``ring show``'s shards, on a fake fleet."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import io
+import json
+from typing import Any
+from unittest import mock
+import uuid
+
+from nova.conf import ironic as nova_ironic_conf
+from oslo_config import cfg
+import pytest
+
+from nova_ironic_multi.cmd import fleet as fleet_mod
+from nova_ironic_multi.cmd import main as cli
+from nova_ironic_multi.cmd import ring as ring_cmd
+from nova_ironic_multi.cmd import shards
+from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi import partition
+from nova_ironic_multi import rings
+from nova_ironic_multi import sharding
+from nova_ironic_multi.tests.unit import fake_ironic
+
+HOSTS = ('host1', 'host2', 'host3')
+
+
+def make_conf(divide: str = 'nodes') -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    conf.register_opts(nova_ironic_conf.ironic_options, group='ironic')
+    nim_conf.register_opts(conf)
+    conf.set_override('divide', divide, group='ironic_multi')
+    return conf
+
+
+def make_fleet(ironic: fake_ironic.FakeIronic, divide: str = 'nodes',
+               instance_hosts: dict[str, str] | None = None
+               ) -> fleet_mod.Fleet:
+    part = partition.resolve(make_conf(divide), 'cli', observer=True)
+    nodes = ironic.list_nodes(part.scope, with_shard=True)
+    hosts = {h: fleet_mod.Host(h, h, True, False, False, member=True)
+             for h in HOSTS}
+    fleet = fleet_mod.Fleet(part, nodes, instance_hosts or {}, hosts,
+                            frozenset(HOSTS), rings.load('compatible',
+                                                         HOSTS, 5),
+                            ironic.shards())
+    fleet_mod._divide(fleet)
+    return fleet
+
+
+@pytest.fixture
+def ironic() -> fake_ironic.FakeIronic:
+    fake = fake_ironic.FakeIronic()
+    for i in range(40):
+        fake.add_node(str(uuid.UUID(int=i * 7919 + 1)))
+    return fake
+
+
+def apply(fake: fake_ironic.FakeIronic, p: shards.Plan) -> None:
+    for node, _, target in p.changes:
+        fake.patch(node, [{'op': 'add', 'path': '/shard', 'value': target}])
+
+
+def test_labels_are_stable_and_consistent() -> None:
+    nodes = [str(uuid.UUID(int=i * 104729 + 3)) for i in range(2000)]
+    four = [sharding.label(n, 4) for n in nodes]
+    assert four == [sharding.label(n, 4) for n in nodes]
+    assert set(four) == {'shard-%d' % i for i in range(4)}
+    five = [sharding.label(n, 5) for n in nodes]
+    # Growing the count only moves nodes to the new shard.
+    assert ({b for a, b in zip(four, five, strict=True) if a != b} ==
+            {'shard-4'})
+    assert 300 < sum(a != b for a, b in zip(four, five, strict=True)) < 500
+    with pytest.raises(ValueError):
+        sharding.label(nodes[0], 0)
+
+
+def test_plan_labels_only_unsharded_nodes_and_is_idempotent(
+        ironic: fake_ironic.FakeIronic) -> None:
+    labelled = list(ironic.nodes)[:5]
+    for node in labelled:
+        ironic.nodes[node]['shard'] = 'hand-made'
+    p = shards.plan(make_fleet(ironic), 4, relabel_all=False)
+    assert len(p.changes) == 35
+    assert not {c[0] for c in p.changes} & set(labelled)
+    assert all(old is None for _, old, _ in p.changes)
+    assert p.after['hand-made'] == 5
+    # divide = nodes: labels move nothing now, but say what the switch
+    # would move.
+    assert p.moves == []
+    assert p.moves_if_shards is not None and p.moves_if_shards
+    apply(ironic, p)
+    again = shards.plan(make_fleet(ironic), 4, relabel_all=False)
+    assert again.changes == []
+
+
+def test_relabel_all_replaces_every_other_label(
+        ironic: fake_ironic.FakeIronic) -> None:
+    for node in list(ironic.nodes)[:5]:
+        ironic.nodes[node]['shard'] = 'hand-made'
+    p = shards.plan(make_fleet(ironic), 4, relabel_all=True)
+    assert len(p.changes) == 40
+    apply(ironic, p)
+    assert shards.plan(make_fleet(ironic), 4, True).changes == []
+    assert 'hand-made' not in {n['shard'] for n in ironic.nodes.values()}
+
+
+def test_in_shard_mode_only_free_nodes_change_hands(
+        ironic: fake_ironic.FakeIronic) -> None:
+    busy = list(ironic.nodes)[:6]
+    owners = {}
+    for i, node in enumerate(busy):
+        inst = str(uuid.uuid4())
+        ironic.nodes[node]['instance_uuid'] = inst
+        owners[inst] = HOSTS[i % 3]
+    fleet = make_fleet(ironic, 'shards', owners)
+    p = shards.plan(fleet, 6, relabel_all=False)
+    assert p.moves and p.moves_if_shards is None
+    assert not {m[0] for m in p.moves} & set(busy)
+    # What the plan says equals what the services do after the labels.
+    apply(ironic, p)
+    after = make_fleet(ironic, 'shards', owners)
+    manager = {n: h for h, host in after.hosts.items() for n in host.managed}
+    for node, _, to in p.moves:
+        assert manager[node] == to
+
+
+def test_run_shows_then_writes_and_reruns_clean(
+        ironic: fake_ironic.FakeIronic) -> None:
+    conf = make_conf()
+    with mock.patch.object(fleet_mod, 'gather',
+                           side_effect=lambda c, shards: make_fleet(ironic)), \
+            mock.patch('nova_ironic_multi.ironic.Ironic',
+                       return_value=ironic):
+        out = io.StringIO()
+        assert shards.run(conf, 'plan', 3, False, out, 'table') == 0
+        assert 'Would label 40 node(s) among 3 shard(s)' in out.getvalue()
+        assert 'Nothing written' in out.getvalue()
+        assert ironic.calls_to('patch') == []
+        out = io.StringIO()
+        assert shards.run(conf, 'apply', 3, False, out, 'json') == 0
+        data = json.loads(out.getvalue())
+        assert data['applied'] and len(data['changes']) == 40
+        assert len(ironic.calls_to('patch')) == 40
+        out = io.StringIO()
+        shards.run(conf, 'apply', 3, False, out, 'json')
+        assert json.loads(out.getvalue())['changes'] == []
+        assert len(ironic.calls_to('patch')) == 40
+        with pytest.raises(shards.BadArgument):
+            shards.run(conf, 'plan', 0, False, io.StringIO(), 'table')
+
+
+def test_command_line_parses() -> None:
+    parser = argparse.ArgumentParser()
+    cli.add_parsers(parser.add_subparsers(dest='name'))
+    args = parser.parse_args(['shards', 'apply', '--count', '8',
+                              '--relabel-all', '--format', 'json'])
+    assert (args.action, args.count, args.relabel_all) == ('apply', 8, True)
+    with pytest.raises(SystemExit):
+        parser.parse_args(['shards', 'plan'])
+
+
+def test_ring_show_prints_each_hosts_shards(
+        ironic: fake_ironic.FakeIronic) -> None:
+    for node in ironic.nodes:
+        ironic.nodes[node]['shard'] = sharding.label(node, 6)
+    ironic.add_node()       # one without a shard
+    fleet = make_fleet(ironic, 'shards')
+    out = io.StringIO()
+    ring_cmd.show(fleet, out, 'json')
+    data: dict[str, Any] = json.loads(out.getvalue())['shards']
+    assert data['unsharded_nodes_in_scope'] == 1
+    counts = collections.Counter(n['shard'] for n in ironic.nodes.values()
+                                 if n['shard'])
+    listed = {s: c for per in data['by_host'].values()
+              for s, c in per.items()}
+    assert listed == dict(counts)
+    out = io.StringIO()
+    ring_cmd.show(fleet, out, 'table')
+    assert 'Shards (divide = shards): 6' in out.getvalue()
+    for host in HOSTS:
+        assert host in out.getvalue()

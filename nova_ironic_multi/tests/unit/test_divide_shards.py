@@ -1,0 +1,265 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""``[ironic_multi] divide = shards``: the ring divides Ironic shards."""
+
+from __future__ import annotations
+
+import uuid
+
+import fixtures
+from nova import objects
+from nova import test
+from nova.virt import virtapi
+
+from nova_ironic_multi import driver
+from nova_ironic_multi import rings
+from nova_ironic_multi import sharding
+from nova_ironic_multi import states
+from nova_ironic_multi.tests.unit import base
+
+HOSTS = ('host1', 'host2', 'host3')
+SHARDS = ['rack-%d' % i for i in range(9)]
+
+
+class ShardDivisionTest(base.DriverTestCase):
+
+    def setUp(self) -> None:
+        super().setUp()
+        for host in HOSTS:
+            self.make_service(host)
+        self.sharded = [self.ironic.add_node(shard=SHARDS[i % len(SHARDS)])
+                        for i in range(36)]
+        self.unsharded = [self.ironic.add_node() for _ in range(9)]
+        self.drivers = {'host1': self.driver}
+        for host in HOSTS[1:]:
+            drv = driver.IronicDriver(virtapi.VirtAPI())
+            drv.init_host(host)
+            self.drivers[host] = drv
+        for host in HOSTS:
+            objects.ComputeNode(
+                self.ctxt, host=host, hypervisor_hostname='seed-' + host,
+                uuid=str(uuid.uuid4()), hypervisor_type='ironic',
+                hypervisor_version=1, vcpus=0, memory_mb=0, local_gb=0,
+                vcpus_used=0, memory_mb_used=0, local_gb_used=0,
+                cpu_info='', disk_available_least=0, free_ram_mb=0,
+                free_disk_gb=0, current_workload=0, running_vms=0).create()
+        self.flags(divide='shards', group='ironic_multi')
+
+    # Helpers -------------------------------------------------------------
+
+    def period(self, hosts: tuple[str, ...] = HOSTS) -> dict[str, set[str]]:
+        return {h: set(self.drivers[h].get_available_nodes()) for h in hosts}
+
+    def in_mode(self, divide: str,
+                hosts: tuple[str, ...] = HOSTS) -> dict[str, set[str]]:
+        """Two periods in ``divide`` mode (the second one warm)."""
+        self.flags(divide=divide, group='ironic_multi')
+        self.period(hosts)
+        return self.period(hosts)
+
+    def assert_same_union_as_nodes_mode(
+            self, hosts: tuple[str, ...] = HOSTS) -> dict[str, set[str]]:
+        by_shard = self.in_mode('shards', hosts)
+        by_node = self.in_mode('nodes', hosts)
+        union = set().union(*by_shard.values())
+        self.assertEqual(set().union(*by_node.values()), union)
+        # No node twice.
+        self.assertEqual(len(union), sum(len(s) for s in by_shard.values()))
+        self.flags(divide='shards', group='ironic_multi')
+        return by_shard
+
+    def deploy(self, node: str, host: str) -> str:
+        inst = self.make_instance(host=host)
+        self.ironic.nodes[node].update(instance_uuid=inst.uuid,
+                                       provision_state=states.ACTIVE)
+        return inst.uuid
+
+    def assignment(self, hosts: tuple[str, ...] = HOSTS) -> dict[str, str]:
+        ring = rings.load('compatible', hosts, 5)
+        return sharding.assign(ring, self.ironic.shards(), weighted=False)
+
+    # Tests ---------------------------------------------------------------
+
+    def test_every_node_managed_once_and_each_host_lists_its_share(
+            self) -> None:
+        self.period()
+        assignment = self.assignment()
+        for host in HOSTS:
+            self.ironic.calls.clear()
+            managed = set(self.drivers[host].get_available_nodes())
+            mine = set(sharding.mine(assignment, host))
+            for node in managed:
+                shard = self.ironic.nodes[node]['shard']
+                if shard is not None:
+                    self.assertIn(shard, mine)
+            # Only its shards and the unsharded nodes, never all of them.
+            listings = self.ironic.listings()
+            self.assertEqual(len(self.ironic.calls_to('list_nodes')),
+                             len(listings))
+            self.assertIn((sorted(mine), None), listings)
+            self.assertIn((None, False), listings)
+        self.assert_same_union_as_nodes_mode()
+
+    def test_unsharded_nodes_are_divided_as_by_nodes(self) -> None:
+        by_shard = self.in_mode('shards')
+        ring = rings.load('compatible', HOSTS, 5)
+        share = ring.assign(self.unsharded)
+        for node in self.unsharded:
+            self.assertIn(node, by_shard[share[node]])
+
+    def test_union_equals_nodes_mode_with_instances_everywhere(self) -> None:
+        assignment = self.assignment()
+        # host1's instances on nodes of shards other hosts list.
+        elsewhere = [n for n in self.sharded
+                     if assignment[self.ironic.nodes[n]['shard']] != 'host1']
+        for node in elsewhere[:3]:
+            self.deploy(node, 'host1')
+        self.deploy(self.unsharded[0], 'host2')
+        by_shard = self.assert_same_union_as_nodes_mode()
+        for node in elsewhere[:3]:
+            self.assertIn(node, by_shard['host1'])
+        self.assertIn(self.unsharded[0], by_shard['host2'])
+        # Warm: host1 reads those nodes one by one, lists nothing more.
+        self.drivers['host1'].get_available_nodes()     # back from nodes
+        self.ironic.calls.clear()
+        self.drivers['host1'].get_available_nodes()
+        self.assertEqual(3, len(self.ironic.calls_to('get_node')))
+        self.assertEqual(2, len(self.ironic.calls_to('list_nodes')))
+
+    def test_many_instances_elsewhere_are_found_by_their_shards(
+            self) -> None:
+        assignment = self.assignment()
+        elsewhere = [n for n in self.sharded
+                     if assignment[self.ironic.nodes[n]['shard']] != 'host1']
+        self.patch_limit(2)
+        for node in elsewhere[:4]:
+            self.deploy(node, 'host1')
+        self.period()
+        self.ironic.calls.clear()
+        managed = set(self.drivers['host1'].get_available_nodes())
+        self.assertTrue(set(elsewhere[:4]) <= managed)
+        self.assertEqual([], self.ironic.calls_to('get_node'))
+        their = sorted({self.ironic.nodes[n]['shard']
+                        for n in elsewhere[:4]})
+        self.assertIn((their, None), self.ironic.listings())
+
+    def patch_limit(self, limit: int) -> None:
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_ironic_multi.shard_listing.FETCH_LIMIT', limit))
+
+    def test_instances_placed_while_the_host_was_away_are_fetched(
+            self) -> None:
+        self.period()
+        assignment = self.assignment()
+        node = next(n for n in self.sharded
+                    if assignment[self.ironic.nodes[n]['shard']] == 'host2')
+        # A takeover gives host1 an instance on a node of host2's shard.
+        self.deploy(node, 'host1')
+        self.ironic.calls.clear()
+        self.assertIn(node, self.drivers['host1'].get_available_nodes())
+        self.assertEqual(1, len(self.ironic.calls_to('node_for_instance')))
+        self.assertNotIn(node, self.drivers['host2'].get_available_nodes())
+
+    def test_an_instance_without_a_node_is_asked_once_per_share(
+            self) -> None:
+        self.period()
+        self.make_instance(host='host1')    # building, or failed early
+        self.ironic.calls.clear()
+        self.drivers['host1'].get_available_nodes()
+        self.drivers['host1'].get_available_nodes()
+        self.assertEqual(1, len(self.ironic.calls_to('node_for_instance')))
+
+    def test_after_a_host_dies_its_shards_go_to_the_survivors(self) -> None:
+        assignment = self.assignment()
+        node = next(n for n in self.sharded
+                    if assignment[self.ironic.nodes[n]['shard']] == 'host3')
+        self.deploy(node, 'host3')
+        self.period()
+        svc = objects.Service.get_by_args(self.ctxt, 'host3', 'nova-compute')
+        svc.forced_down = True
+        svc.save()
+        survivors = ('host1', 'host2')
+        by_shard = self.assert_same_union_as_nodes_mode(survivors)
+        union = set().union(*by_shard.values())
+        # Every free node has a manager; host3's instance node waits for it.
+        free = {n for n, v in self.ironic.nodes.items()
+                if v['instance_uuid'] is None}
+        self.assertEqual(free, union)
+        self.assertNotIn(node, union)
+
+    def test_a_node_that_changes_shard_changes_hands_once(self) -> None:
+        assignment = self.assignment()
+        node = self.sharded[0]
+        old = assignment[self.ironic.nodes[node]['shard']]
+        new_shard = next(s for s in SHARDS if assignment[s] != old)
+        self.period()
+        self.ironic.nodes[node]['shard'] = new_shard
+        by_shard = self.assert_same_union_as_nodes_mode()
+        self.assertIn(node, by_shard[assignment[new_shard]])
+        self.assertNotIn(node, by_shard[old])
+
+    def test_a_node_enrolled_without_a_shard_is_managed(self) -> None:
+        self.period()
+        node = self.ironic.add_node()
+        by_shard = self.assert_same_union_as_nodes_mode()
+        owners = [h for h, s in by_shard.items() if node in s]
+        self.assertEqual(1, len(owners))
+
+    def test_works_with_a_conductor_group_and_peer_list(self) -> None:
+        for node in self.sharded[:12] + self.unsharded[:3]:
+            self.ironic.nodes[node]['conductor_group'] = 'rack-a'
+        self.flags(partition_key='rack-a', peer_list=['host1', 'host2'],
+                   group='ironic_multi')
+        hosts = ('host1', 'host2')
+        by_shard = self.assert_same_union_as_nodes_mode(hosts)
+        self.assertEqual(set(self.sharded[:12] + self.unsharded[:3]),
+                         set().union(*by_shard.values()))
+        for call in self.ironic.calls_to('list_nodes'):
+            self.assertEqual('rack-a', call[0].conductor_group)
+
+    def test_balanced_ring_weighs_shards_by_node_count(self) -> None:
+        self.flags(ring_algorithm='balanced', group='ironic_multi')
+        by_shard = self.assert_same_union_as_nodes_mode()
+        self.assertTrue(all(by_shard.values()))
+
+    def test_reload_to_nodes_and_back(self) -> None:
+        before = self.period()
+        self.flags(divide='nodes', group='ironic_multi')
+        self.period()
+        self.flags(divide='shards', group='ironic_multi')
+        self.assertEqual(before, self.period())
+
+
+class ShardAssignmentTest(test.NoDBTestCase):
+
+    def test_compatible_places_shard_names_like_nodes(self) -> None:
+        ring = rings.load('compatible', HOSTS, 5)
+        counts = {s: 3 for s in SHARDS}
+        self.assertEqual(ring.assign(sorted(SHARDS)),
+                         sharding.assign(ring, counts, weighted=False))
+
+    def test_weighted_respects_node_counts_and_order(self) -> None:
+        ring = rings.load('balanced', HOSTS, 5)
+        counts = {'big': 90, **{'s%02d' % i: 10 for i in range(18)}}
+        placed = sharding.assign(ring, counts, weighted=True)
+        reversed_counts = dict(reversed(list(counts.items())))
+        self.assertEqual(placed,
+                         sharding.assign(ring, reversed_counts, True))
+        load = {h: 0 for h in HOSTS}
+        for shard, host in placed.items():
+            load[host] += counts[shard]
+        self.assertLessEqual(max(load.values()), 90)
+        self.assertEqual(270, sum(load.values()))
+
+    def test_no_members_no_shards(self) -> None:
+        ring = rings.load('compatible', [], 5)
+        self.assertEqual({}, sharding.assign(ring, {'a': 1}, True))
