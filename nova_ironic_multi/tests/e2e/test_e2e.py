@@ -752,10 +752,10 @@ def test_e1_demo_user_reboots_and_rebuilds_but_sees_no_hypervisor(
     host = server['OS-EXT-SRV-ATTR:host']
 
     env.cli('demo', 'server', 'reboot', '--hard', '--wait', server_id)
-    # At 2.93 and later nova asks every rebuild to reimage a boot volume,
-    # which the driver still takes for a volume-backed server (a known
-    # bug, fixed on its own): the last microversion before that.
-    env.cli('demo', '--os-compute-api-version', '2.92', 'server', 'rebuild',
+    # From 2.93 nova asks every rebuild to reimage a boot volume; the
+    # driver looks at the server's real root disk, so an image-backed
+    # server rebuilds there too (the functional tier covers 2.92).
+    env.cli('demo', '--os-compute-api-version', '2.93', 'server', 'rebuild',
             '--image', env.dep.image_id, '--wait', server_id)
     server = env.wait_active(server_id)
     assert (server['OS-EXT-SRV-ATTR:host'],

@@ -56,8 +56,8 @@ def make_fleet(ironic: fake_ironic.FakeIronic, divide: str = 'nodes',
     fleet = fleet_mod.Fleet(part, nodes, instance_hosts or {}, hosts,
                             frozenset(HOSTS), rings.load('compatible',
                                                          HOSTS, 5),
-                            ironic.shards())
-    fleet_mod._divide(fleet)
+                            shard_counts=ironic.shards())
+    fleet_mod.divide(fleet)
     return fleet
 
 
