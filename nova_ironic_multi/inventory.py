@@ -30,7 +30,9 @@ that waited for another's refresh uses its result.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from collections.abc import Mapping
+import contextlib
 import dataclasses
 import threading
 import time
@@ -60,6 +62,20 @@ LOG = logging.getLogger(__name__)
 
 class NotReady(Exception):
     """The division cannot be computed now; keep what nova has."""
+
+
+@contextlib.contextmanager
+def _peers_or_not_ready() -> Iterator[None]:
+    """Turn a failure to learn the peers (or the ring) into NotReady."""
+    try:
+        yield
+    except (membership.MembershipUnavailable, nova_exc.NovaException,
+            oslo_messaging.MessagingException) as e:
+        # (On a compute host nova's objects go through the conductor.)
+        raise NotReady('cannot determine the peers: %s' % e) from e
+    except loader.PluginNotFound as e:
+        LOG.error('%s', e)
+        raise NotReady(str(e)) from e
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,7 +240,7 @@ class Inventory:
             raise NotReady('cannot list Ironic nodes: %s' % e) from e
         listed_at = time.monotonic()
         ctxt = nova_context.get_admin_context()
-        try:
+        with _peers_or_not_ready():
             # After the listing, never before (nova bug 1841481).
             mine = set(objects.InstanceList.get_uuids_by_host(ctxt,
                                                               self.host))
@@ -241,13 +257,6 @@ class Inventory:
             found = self._orphans.find(self.host, on_nodes, mine)
             members = (shards.members if shards is not None else
                        self.membership(part).live_peers(part))
-        except (membership.MembershipUnavailable, nova_exc.NovaException,
-                oslo_messaging.MessagingException) as e:
-            # (On a compute host nova's objects go through the conductor.)
-            raise NotReady('cannot determine the peers: %s' % e) from e
-        except loader.PluginNotFound as e:
-            LOG.error('%s', e)
-            raise NotReady(str(e)) from e
 
         def ring_select(free: Any, me: str) -> list[str]:
             try:
@@ -282,16 +291,10 @@ class Inventory:
         :raises ironic.IronicError: Ironic cannot count the shards.
         """
         counts = self._ironic.shards()
-        try:
+        with _peers_or_not_ready():
             members = self.membership(part).live_peers(part)
             ring = self._rings.get(part.ring_algorithm, members,
                                    part.partition_exponent)
-        except (membership.MembershipUnavailable, nova_exc.NovaException,
-                oslo_messaging.MessagingException) as e:
-            raise NotReady('cannot determine the peers: %s' % e) from e
-        except loader.PluginNotFound as e:
-            LOG.error('%s', e)
-            raise NotReady(str(e)) from e
         assignment = sharding.assign(
             ring, counts, part.ring_algorithm in sharding.WEIGHTED)
         return Shards(members, assignment,
