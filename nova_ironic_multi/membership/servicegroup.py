@@ -13,9 +13,14 @@
 
 ``servicegroup`` (the default) counts the enabled nova-compute services that
 manage Ironic nodes (those with compute nodes of hypervisor type
-``ironic``) and are up, so ``service_down_time`` and ``forced_down`` count
-as they do for the scheduler. This host applies the same facts to its own
-service record: if its peers do not count it, it does not count itself.
+``ironic``), or that run no hypervisor at all yet (an Ironic host whose
+share is empty: a libvirt host always has its one compute node), and are
+up, so ``service_down_time`` and ``forced_down`` count as they do for the
+scheduler. Counting only hosts that have nodes made an empty host invisible
+to its peers while it counted itself: views differed, and with few free
+nodes the hosts took nodes from each other forever. This host applies the
+same facts to its own service record: if its peers do not count it, it does
+not count itself.
 ``static`` counts the hosts of ``peer_list`` that are up and enabled,
 whether or not they already manage nodes.
 """
@@ -120,12 +125,31 @@ class ServiceGroupMembership(_NovaServices):
 
     name = 'servicegroup'
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: Hosts seen running another hypervisor: a type never changes.
+        self._other_hypervisor: set[str] = set()
+
     def _candidates(self, ctxt: Any) -> Iterable[Any]:
         # Only enabled services; this host's own record is looked up apart.
-        services: Iterable[Any] = (
-            objects.ServiceList.get_all_computes_by_hv_type(
-                ctxt, HYPERVISOR_TYPE))
-        return services
+        ironic = list(objects.ServiceList.get_all_computes_by_hv_type(
+            ctxt, HYPERVISOR_TYPE))
+        known = {svc.host for svc in ironic}
+        empty = [svc for svc in services(ctxt)
+                 if not svc.disabled and svc.host not in known and
+                 svc.host not in self._other_hypervisor and
+                 self._no_compute_node(ctxt, svc.host)]
+        return ironic + empty
+
+    def _no_compute_node(self, ctxt: Any, host: str) -> bool:
+        """Whether ``host`` runs no hypervisor yet (remembers other types)."""
+        try:
+            nodes = objects.ComputeNodeList.get_all_by_host(ctxt, host)
+        except exception.ComputeHostNotFound:
+            return True
+        if all(cn.hypervisor_type != HYPERVISOR_TYPE for cn in nodes):
+            self._other_hypervisor.add(host)
+        return False
 
 
 class StaticMembership(_NovaServices):

@@ -50,6 +50,7 @@ from collections.abc import Iterator
 import contextlib
 import dataclasses
 import logging
+import types
 from typing import Any
 from unittest import mock
 import uuid
@@ -57,6 +58,7 @@ import uuid
 from hypothesis import settings
 from hypothesis import stateful
 from hypothesis import strategies as st
+from nova import exception as nova_exc
 from nova import objects
 from oslo_config import cfg
 import pytest
@@ -184,6 +186,14 @@ class Fleet:
     def service(self, ctxt: Any, host: str, binary: str) -> Service | None:
         return self.services.get(host)
 
+    def compute_nodes_of(self, ctxt: Any, host: str) -> list[Any]:
+        # Every compute node here is an Ironic node's.
+        rows = [types.SimpleNamespace(hypervisor_type='ironic')
+                for owner in self.compute_nodes.values() if owner == host]
+        if not rows:
+            raise nova_exc.ComputeHostNotFound(host=host)
+        return rows
+
     def service_is_up(self, svc: Service) -> bool:
         # As nova's database servicegroup driver decides.
         return not svc.forced_down and self.now - svc.updated_at <= DOWN_TIME
@@ -226,6 +236,8 @@ def simulated_nova() -> Iterator[None]:
                           lambda *a, **k: _current().all_services(*a, **k)),
         mock.patch.object(objects.Service, 'get_by_host_and_binary',
                           lambda *a: _current().service(*a)),
+        mock.patch.object(objects.ComputeNodeList, 'get_all_by_host',
+                          lambda *a: _current().compute_nodes_of(*a)),
         mock.patch.object(servicegroup.servicegroup, 'API',
                           lambda: ServiceGroupAPI(_current())),
     ]

@@ -75,6 +75,20 @@ class NovaMembershipTest(test.TestCase):
         self.assertEqual({'host1', 'host2'},
                          self.peers('servicegroup', 'Host2'))
 
+    def test_an_ironic_host_with_an_empty_share_is_every_hosts_peer(
+            self) -> None:
+        # It has no compute node (its share is empty, or it just started):
+        # its peers must count it as it counts itself, or their views
+        # differ and they take free nodes from each other forever.
+        make_service(self.ctxt, 'host1')
+        make_service(self.ctxt, 'empty', hypervisor_type=None)
+        make_service(self.ctxt, 'libvirt1', hypervisor_type='QEMU')
+        make_service(self.ctxt, 'off', hypervisor_type=None, disabled=True)
+        self.assertEqual({'host1', 'empty'},
+                         self.peers('servicegroup', 'host1'))
+        self.assertEqual({'host1', 'empty'},
+                         self.peers('servicegroup', 'empty'))
+
     def test_forced_down_and_disabled_peers_are_dropped(self) -> None:
         make_service(self.ctxt, 'host1')
         make_service(self.ctxt, 'host2', forced_down=True)
