@@ -215,18 +215,6 @@ def gather(conf: cfg.ConfigOpts, shards: bool = False) -> Fleet:
     ctxt = nova_context.get_admin_context()
     nova = _read_nova(ctxt,
                       [n.instance_uuid for n in nodes if n.instance_uuid])
-    api = servicegroup.API()
-    hosts: dict[str, Host] = {}
-    for svc in nova.services:
-        name = svc.host.lower()
-        relevant = (name in (part.peers or ()) or
-                    svc.host in nova.ironic_hosts)
-        if not relevant:
-            continue
-        up = bool(api.service_is_up(svc))
-        hosts[name] = Host(name, svc.host, up, bool(svc.disabled),
-                           bool(svc.forced_down),
-                           reported=set(nova.ironic_hosts.get(svc.host, ())))
     # The members as every service sees them: the same plugin, looking.
     plugin = membership.load(part.membership_driver, conf, OBSERVER,
                              observer=True)
@@ -234,6 +222,19 @@ def gather(conf: cfg.ConfigOpts, shards: bool = False) -> Fleet:
         live = set(plugin.observe(part))
     finally:
         plugin.stop()
+    api = servicegroup.API()
+    hosts: dict[str, Host] = {}
+    for svc in nova.services:
+        name = svc.host.lower()
+        # A member may have no compute node yet (an empty share).
+        relevant = (name in (part.peers or ()) or name in live or
+                    svc.host in nova.ironic_hosts)
+        if not relevant:
+            continue
+        up = bool(api.service_is_up(svc))
+        hosts[name] = Host(name, svc.host, up, bool(svc.disabled),
+                           bool(svc.forced_down),
+                           reported=set(nova.ironic_hosts.get(svc.host, ())))
     for name in (set(nova.instance_hosts.values()) |
                  set(nova.deleted_hosts.values()) | live) - {''}:
         hosts.setdefault(name, Host(name, None, None, False, False))
