@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import uuid
 
 import fixtures
 from nova import objects
@@ -44,14 +43,7 @@ class ShardDivisionTest(base.DriverTestCase):
             drv = driver.IronicDriver(virtapi.VirtAPI())
             drv.init_host(host)
             self.drivers[host] = drv
-        for host in HOSTS:
-            objects.ComputeNode(
-                self.ctxt, host=host, hypervisor_hostname='seed-' + host,
-                uuid=str(uuid.uuid4()), hypervisor_type='ironic',
-                hypervisor_version=1, vcpus=0, memory_mb=0, local_gb=0,
-                vcpus_used=0, memory_mb_used=0, local_gb_used=0,
-                cpu_info='', disk_available_least=0, free_ram_mb=0,
-                free_disk_gb=0, current_workload=0, running_vms=0).create()
+        base.seed_compute_nodes(self.ctxt, HOSTS)
         self.flags(divide='shards', group='ironic_multi')
 
     # Helpers -------------------------------------------------------------

@@ -48,19 +48,7 @@ class DivisionTest(base.DriverTestCase):
             drv = driver.IronicDriver(virtapi.VirtAPI())
             drv.init_host(host)
             self.drivers[host] = drv
-        self._register_compute_nodes()
-
-    def _register_compute_nodes(self) -> None:
-        from nova import objects
-        import uuid
-        for host in HOSTS:
-            objects.ComputeNode(
-                self.ctxt, host=host, hypervisor_hostname='seed-' + host,
-                uuid=str(uuid.uuid4()), hypervisor_type='ironic',
-                hypervisor_version=1, vcpus=0, memory_mb=0, local_gb=0,
-                vcpus_used=0, memory_mb_used=0, local_gb_used=0,
-                cpu_info='', disk_available_least=0, free_ram_mb=0,
-                free_disk_gb=0, current_workload=0, running_vms=0).create()
+        base.seed_compute_nodes(self.ctxt, HOSTS)
 
     def owner_by_ring(self, node: str) -> str:
         return rings.load('compatible', HOSTS, 5).assign([node])[node]
