@@ -51,6 +51,19 @@ class DriverTestCase(test.TestCase):
 
     HOST = 'host1'
 
+    def fleet_drivers(self, hosts: Any) -> dict[str, Any]:
+        """This driver as hosts[0] and a started driver per other host.
+
+        Each host gets an Ironic compute node, so servicegroup counts it.
+        """
+        drivers = {hosts[0]: self.driver}
+        for host in hosts[1:]:
+            drv = driver.IronicDriver(virtapi.VirtAPI())
+            drv.init_host(host)
+            drivers[host] = drv
+        seed_compute_nodes(self.ctxt, hosts)
+        return drivers
+
     def setUp(self) -> None:
         super().setUp()
         nim_conf.register_opts(CONF)

@@ -17,9 +17,7 @@ from __future__ import annotations
 import fixtures
 from nova import objects
 from nova import test
-from nova.virt import virtapi
 
-from nova_ironic_multi import driver
 from nova_ironic_multi import rings
 from nova_ironic_multi import sharding
 from nova_ironic_multi import states
@@ -38,12 +36,7 @@ class ShardDivisionTest(base.DriverTestCase):
         self.sharded = [self.ironic.add_node(shard=SHARDS[i % len(SHARDS)])
                         for i in range(36)]
         self.unsharded = [self.ironic.add_node() for _ in range(9)]
-        self.drivers = {'host1': self.driver}
-        for host in HOSTS[1:]:
-            drv = driver.IronicDriver(virtapi.VirtAPI())
-            drv.init_host(host)
-            self.drivers[host] = drv
-        base.seed_compute_nodes(self.ctxt, HOSTS)
+        self.drivers = self.fleet_drivers(HOSTS)
         self.flags(divide='shards', group='ironic_multi')
 
     # Helpers -------------------------------------------------------------

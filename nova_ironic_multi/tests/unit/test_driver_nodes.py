@@ -43,12 +43,7 @@ class DivisionTest(base.DriverTestCase):
             self.make_service(host)
         self.node_ids = [self.ironic.add_node() for _ in range(30)]
         # Every service must show up as an Ironic compute in nova's eyes.
-        self.drivers = {'host1': self.driver}
-        for host in HOSTS[1:]:
-            drv = driver.IronicDriver(virtapi.VirtAPI())
-            drv.init_host(host)
-            self.drivers[host] = drv
-        base.seed_compute_nodes(self.ctxt, HOSTS)
+        self.drivers = self.fleet_drivers(HOSTS)
 
     def owner_by_ring(self, node: str) -> str:
         return rings.load('compatible', HOSTS, 5).assign([node])[node]
