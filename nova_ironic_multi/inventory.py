@@ -119,6 +119,8 @@ class Shards(NamedTuple):
     assignment: Mapping[str, str]
     #: This host's shards, sorted.
     mine: tuple[str, ...]
+    #: Whether Ironic counted nodes without a shard (anywhere).
+    unsharded: bool
 
 
 class Inventory:
@@ -228,7 +230,8 @@ class Inventory:
                 # The peers first: they decide which shards to list.
                 shards = self._shards(part)
                 listed = self._lister.share(part.scope, shards.mine,
-                                            self._previous(part))
+                                            self._previous(part),
+                                            unsharded=shards.unsharded)
                 nodes = list(listed.nodes.values())
             else:
                 nodes = self._ironic.list_nodes(part.scope)
@@ -298,7 +301,8 @@ class Inventory:
         assignment = sharding.assign(
             ring, counts, part.ring_algorithm in sharding.WEIGHTED)
         return Shards(members, assignment,
-                      tuple(sharding.mine(assignment, part.host)))
+                      tuple(sharding.mine(assignment, part.host)),
+                      unsharded=ironic.UNSHARDED in counts)
 
     def _previous(self, part: partition.Partition
                   ) -> Mapping[str, nodeinfo.NodeInfo] | None:

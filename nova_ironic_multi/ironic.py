@@ -61,6 +61,7 @@ from typing import Any
 
 from ironicclient import client as ir_client
 from ironicclient import exc as ir_exc
+from ironicclient.v1 import node as ir_node
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
@@ -78,6 +79,8 @@ SHARD_VERSION = (1, 82)     # shard filter and field
 NEGOTIATE = ['%d.%d' % MIN_VERSION, '%d.%d' % SHARD_VERSION]
 #: Shard names per listing request: ``shard=a,b,...`` travels in the URL.
 SHARDS_PER_REQUEST = 50
+#: The name ``GET /v1/shards`` counts the nodes without a shard under.
+UNSHARDED = 'None'
 
 
 class IronicError(Exception):
@@ -268,6 +271,44 @@ def _quiet_client_retry_log() -> None:
         logger.addFilter(_ClientRetryLog())
 
 
+class NodePages:
+    """``node.list`` one page at a time, with whether Ironic has more.
+
+    python-ironicclient's ``list(limit=None)`` makes one request and drops
+    the page's ``next`` link. Ironic sets that link exactly when the page
+    is full (``[api] max_limit`` items): without it the listing is
+    complete, and asking for one more (empty) page would cost Ironic a
+    request per listing. This stands in for the client's HTTP client
+    (everything else passes through) to keep that one bit.
+    """
+
+    def __init__(self, http_client: Any) -> None:
+        self._http = http_client
+        self._local = threading.local()
+        # Duck-typed: the manager only needs json_request and what the
+        # HTTP client's other attributes give.
+        self._nodes = ir_node.NodeManager(self)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._http, name)
+
+    def json_request(self, method: str, url: str,
+                     **kwargs: Any) -> tuple[Any, Any]:
+        response, body = self._http.json_request(method, url, **kwargs)
+        self._local.more = not (isinstance(body, dict) and
+                                not body.get('next'))
+        return response, body
+
+    def page(self, **kwargs: Any) -> tuple[list[Any], bool]:
+        """One page of ``node.list(**kwargs)`` and whether more follow.
+
+        "More" unless the answer proved otherwise.
+        """
+        self._local.more = True
+        found = self._nodes.list(**kwargs)
+        return found, self._local.more
+
+
 class Ironic:
     """A thread-safe, lazily connected Ironic API client."""
 
@@ -326,6 +367,9 @@ class Ironic:
                     max_retries=0, retry_interval=0)
                 negotiated = client.negotiate_api_version()
                 self.requests['version'] += 1
+                # Read by _call(manager='node_pages').
+                client.node_pages = NodePages(  # type: ignore[attr-defined]
+                    client.http_client)
             version = version_tuple(negotiated)
             if version < MIN_VERSION:
                 raise VersionNotSupported(
@@ -423,9 +467,11 @@ class Ironic:
         can check each node. Many shard
         names are listed a batch at a time, so a request's URL stays short.
 
-        Pages until Ironic returns an empty page, so the page size is
-        whatever Ironic's ``[api] max_limit`` allows; duplicates (pages
-        shifting under concurrent changes) are dropped. Only the fields a
+        Pages until Ironic says there is no more (a page without a
+        ``next`` link, or an empty page), so the page size is whatever
+        Ironic's ``[api] max_limit`` allows and a listing that fits one
+        page is one request; duplicates (pages shifting under concurrent
+        changes) are dropped. Only the fields a
         period needs are asked for: Ironic's time to serve them bounds the
         refresh. Scope is only a request here: the caller re-checks every
         node.
@@ -476,14 +522,15 @@ class Ironic:
             # limit=None: exactly one request, never a followed "next".
             # Not retried: the next period is the retry, and an outage
             # must not hold nova's resource tracker for minutes.
-            page = self._call('list', 'list', retry=Retry.NEVER,
-                              marker=marker, limit=None, **filters)
-            if not page:
-                return found
+            page, more = self._call('list', 'page', retry=Retry.NEVER,
+                                    manager='node_pages', marker=marker,
+                                    limit=None, **filters)
             for node in page:
                 if node.uuid not in seen:
                     seen.add(node.uuid)
                     found.append(nodeinfo.NodeInfo.from_api(node))
+            if not page or not more:
+                return found
             marker = page[-1].uuid
 
     def require_shards(self, why: str) -> None:

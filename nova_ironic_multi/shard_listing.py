@@ -15,7 +15,8 @@ A period lists, with explicit markers and every filter on every page:
 
 * the nodes of the shards the ring gives this host (``shard=a,b,c``);
 * the nodes without a shard (``sharded=false``), which every host lists
-  and the node ring divides, as ``divide = nodes`` divides every node;
+  and the node ring divides, as ``divide = nodes`` divides every node
+  (when Ironic counts none, nothing is asked);
 * the nodes that carried an instance when this host last managed them and
   that the two listings above no longer return (after a rebalance they sit
   in shards another host now lists): read one by one when few, else by
@@ -75,12 +76,17 @@ class ShardListing:
         self._share: tuple[object, ...] | None = None
 
     def share(self, scope: partition.Scope, shards: Collection[str],
-              previous: Mapping[str, nodeinfo.NodeInfo] | None) -> Listed:
+              previous: Mapping[str, nodeinfo.NodeInfo] | None,
+              unsharded: bool = True) -> Listed:
         """List this host's shards, the unsharded nodes and its old nodes.
 
         :param shards: the shard names the ring gives this host.
         :param previous: the nodes this host managed last period, or None
             when it has no usable memory (the whole scope is then listed).
+        :param unsharded: whether Ironic counted nodes without a shard
+            (``GET /v1/shards``); when it did not, they are not listed. A
+            node enrolled without one since is listed next period, as a
+            node labelled with a shard since the count is.
         :raises ironic.IronicError: a listing failed.
         """
         share = (scope, frozenset(shards))
@@ -97,7 +103,8 @@ class ShardListing:
         listed = Listed({}, whole=False)
         if shards:
             listed.add(self._ironic.list_nodes(scope, shards=list(shards)))
-        listed.add(self._ironic.list_nodes(scope, sharded=False))
+        if unsharded:
+            listed.add(self._ironic.list_nodes(scope, sharded=False))
         gone = [n for u, n in previous.items()
                 if n.instance_uuid is not None and u not in listed.nodes]
         if len(gone) <= FETCH_LIMIT:

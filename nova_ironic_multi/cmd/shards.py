@@ -36,10 +36,6 @@ from nova_ironic_multi import ironic
 from nova_ironic_multi import sharding
 
 
-#: The name ``GET /v1/shards`` gives the nodes without a shard.
-UNSHARDED = 'None'
-
-
 class BadArgument(ValueError):
     """An argument that cannot make a plan."""
 
@@ -191,7 +187,7 @@ def section(fleet: fleet_mod.Fleet) -> tuple[dict[str, Any], str]:
     # Ironic counts the nodes without a shard under the name 'None'; they
     # are shown apart (every host lists them).
     counts = {s: c for s, c in (fleet.shard_counts or {}).items()
-              if s != UNSHARDED}
+              if s != ironic.UNSHARDED}
     assignment = fleet.shard_assignment()
     per_host: dict[str, dict[str, int]] = collections.defaultdict(dict)
     for shard, host in assignment.items():

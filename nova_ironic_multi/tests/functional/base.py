@@ -80,6 +80,8 @@ class IronicCellTestCase(integrated_helpers.ProviderUsageBaseTestCase):
     #: extra nodes per other conductor group (listable, not deployable)
     OTHER_GROUPS: dict[str, int] = {}
     START_COMPUTES = True
+    #: Ironic's ``[api] max_limit``: the most nodes one listing page holds.
+    MAX_LIMIT = 1000
 
     def setUp(self) -> None:
         self.node_uuids = startable_nodes(self.NODES)
@@ -88,7 +90,8 @@ class IronicCellTestCase(integrated_helpers.ProviderUsageBaseTestCase):
             for group, n in self.OTHER_GROUPS.items()}
         nodes = [(u, '') for u in self.node_uuids] + [
             (u, g) for g, us in self.group_nodes.items() for u in us]
-        self.ironic = ironic_server.IronicFixture(nodes)
+        self.ironic = ironic_server.IronicFixture(nodes,
+                                                 max_limit=self.MAX_LIMIT)
         self.ironic.spawn()
         self.flags(api_paste_config=api_paste_ini(), group='wsgi')
         super().setUp()
@@ -286,11 +289,13 @@ class ShardMode:
     """Mix in before a test case: every host runs ``divide = shards``.
 
     The nodes are labelled in Ironic (every fourth left without a shard)
-    before the computes start.
+    before the computes start. Ironic's pages hold two nodes, so every
+    listing spans pages, some ending on a full one.
     """
 
     node_uuids: list[str]
     flags: Any
+    MAX_LIMIT = 2
 
     def configure(self) -> None:
         super().configure()  # type: ignore[misc]

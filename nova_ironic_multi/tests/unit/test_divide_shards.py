@@ -199,6 +199,22 @@ class ShardDivisionTest(base.DriverTestCase):
         owners = [h for h, s in by_shard.items() if node in s]
         self.assertEqual(1, len(owners))
 
+    def test_no_unsharded_listing_while_ironic_counts_none(self) -> None:
+        # Once every node has a shard, a warm period is the host's shards
+        # only: no request for the (empty) unsharded remainder.
+        for i, node in enumerate(self.unsharded):
+            self.ironic.nodes[node]['shard'] = SHARDS[i]
+        self.period()
+        self.ironic.calls.clear()
+        self.period()
+        self.assertNotIn((None, False), self.ironic.listings())
+        self.assertEqual(len(HOSTS), len(self.ironic.listings()))
+        # A node enrolled without a shard is counted, listed and managed.
+        node = self.ironic.add_node()
+        by_shard = self.assert_same_union_as_nodes_mode()
+        self.assertIn((None, False), self.ironic.listings())
+        self.assertEqual(1, sum(node in s for s in by_shard.values()))
+
     def test_works_with_a_conductor_group_and_peer_list(self) -> None:
         for node in self.sharded[:12] + self.unsharded[:3]:
             self.ironic.nodes[node]['conductor_group'] = 'rack-a'

@@ -38,29 +38,31 @@ class Node:
 
 
 class FakeNodeManager:
-    """Answers list() like Ironic with pages of ``page`` nodes.
+    """Answers page() like Ironic with pages of ``page`` nodes.
 
     Markers are positions in creation order, as in Ironic.
     """
 
     def __init__(self, nodes: list[Node], page: int) -> None:
         self.nodes = nodes
-        self.page = page
+        self.page_size = page
         self.list_calls: list[dict[str, Any]] = []
 
-    def list(self, **kwargs: Any) -> list[Node]:
+    def page(self, **kwargs: Any) -> tuple[list[Node], bool]:
+        """A page, and whether Ironic would link a next one (it is full)."""
         self.list_calls.append(kwargs)
         start = 0
         if kwargs['marker'] is not None:
             start = [n.uuid for n in self.nodes].index(kwargs['marker']) + 1
-        return self.nodes[start:start + self.page]
+        found = self.nodes[start:start + self.page_size]
+        return found, len(found) == self.page_size
 
 
 def make(nodes: list[Node], page: int, version: tuple[int, int] = (1, 115)
          ) -> tuple[ironic.Ironic, FakeNodeManager]:
     client = ironic.Ironic(connection_conf())
     manager = FakeNodeManager(nodes, page)
-    client._client, client._version = mock.Mock(node=manager), version
+    client._client, client._version = mock.Mock(node_pages=manager), version
     return client, manager
 
 
@@ -70,8 +72,9 @@ def test_pages_with_markers_and_filters_on_every_request() -> None:
     listed = client.list_nodes(partition.Scope(conductor_group='rack-a',
                                                shard='s1'))
     assert [n.uuid for n in listed] == [n.uuid for n in nodes]
+    # The short third page has no "next" link: nothing more is asked.
     assert [c['marker'] for c in manager.list_calls] == [
-        None, 'n09', 'n19', 'n24']
+        None, 'n09', 'n19']
     for call in manager.list_calls:
         # limit=None: one request each, never a followed "next" link.
         assert call['limit'] is None
@@ -80,22 +83,68 @@ def test_pages_with_markers_and_filters_on_every_request() -> None:
         # Only what a period reads, and what checking the scope needs.
         assert sorted(call['fields']) == sorted(
             nodeinfo.LISTING_FIELDS + ('conductor_group', 'shard'))
-    assert client.requests['list'] == 4
+    assert client.requests['list'] == 3
 
 
 def test_page_size_is_whatever_ironic_allows() -> None:
-    # Ironic's [api] max_limit decides the page size; stopping on a short
-    # page would lose nodes, so only an empty page ends the listing.
+    # Ironic's [api] max_limit decides the page size; only its missing
+    # "next" link ends the listing, whatever the page size.
     nodes = [Node('n%02d' % i) for i in range(7)]
     client, manager = make(nodes, page=3)
     assert len(client.list_nodes(partition.Scope())) == 7
     assert 'conductor_group' not in manager.list_calls[0]
 
 
+def test_a_full_last_page_costs_one_empty_page_more() -> None:
+    nodes = [Node('n%02d' % i) for i in range(6)]
+    client, manager = make(nodes, page=3)
+    assert len(client.list_nodes(partition.Scope())) == 6
+    assert [c['marker'] for c in manager.list_calls] == [None, 'n02', 'n05']
+
+
+def test_a_listing_that_fits_one_page_is_one_request() -> None:
+    client, manager = make([Node('a'), Node('b')], page=1000)
+    assert len(client.list_nodes(partition.Scope(), sharded=False)) == 2
+    assert client.requests['list'] == 1
+
+
+class FakeHttp:
+    """python-ironicclient's HTTP client, answering node lists."""
+
+    endpoint_trimmed = 'http://ironic.example.com'
+
+    def __init__(self, bodies: list[dict[str, Any]]) -> None:
+        self.bodies = bodies
+        self.urls: list[str] = []
+
+    def json_request(self, method: str, url: str,
+                     **kwargs: Any) -> tuple[Any, Any]:
+        self.urls.append(url)
+        return mock.Mock(), self.bodies.pop(0)
+
+
+def test_node_pages_keeps_what_the_next_link_says() -> None:
+    node = {'uuid': 'a', 'name': None}
+    http = FakeHttp([
+        {'nodes': [node], 'next': 'http://x/v1/nodes?marker=a&limit=1'},
+        {'nodes': [node]},
+        {'nodes': []}])
+    pages = ironic.NodePages(http)
+    found, more = pages.page(marker=None, limit=None, sharded=False,
+                             fields=['uuid'])
+    assert [n.uuid for n in found] == ['a'] and more
+    assert 'sharded=False' in http.urls[0] and 'fields=uuid' in http.urls[0]
+    assert pages.page(marker='a', limit=None) == (mock.ANY, False)
+    assert pages.page(marker='a', limit=None) == ([], False)
+    # Anything else is the HTTP client's own.
+    assert pages.endpoint_trimmed == FakeHttp.endpoint_trimmed
+
+
 def test_duplicates_across_pages_are_dropped() -> None:
     client, manager = make([], page=3)
-    pages = [[Node('a'), Node('b')], [Node('b'), Node('c')], []]
-    manager.list = lambda **kw: pages.pop(0)  # type: ignore
+    pages = [([Node('a'), Node('b')], True), ([Node('b'), Node('c')], True),
+             ([], False)]
+    manager.page = lambda **kw: pages.pop(0)  # type: ignore
     assert [n.uuid for n in client.list_nodes(partition.Scope())] == [
         'a', 'b', 'c']
 
@@ -285,10 +334,10 @@ def test_answers_that_may_follow_an_action_are_not_retried(
 
 def test_the_listing_is_not_retried_the_next_period_is() -> None:
     client, fake, sleeps = fake_client(api_max_retries=60)
-    fake.node.list.side_effect = ks_exc.ConnectFailure('refused')
+    fake.node_pages.page.side_effect = ks_exc.ConnectFailure('refused')
     with pytest.raises(ironic.IronicUnavailable):
         client.list_nodes(partition.Scope())
-    assert fake.node.list.call_count == 1
+    assert fake.node_pages.page.call_count == 1
 
 
 def test_vif_attach_retries_transient_failures_and_locks_not_409s(
@@ -441,7 +490,7 @@ def test_shard_listing_keeps_markers_and_filters_on_every_page() -> None:
                                shards=['s2', 's1', 's1'])
     assert len(listed) == 25
     assert [c['marker'] for c in manager.list_calls] == [
-        None, 'n09', 'n19', 'n24']
+        None, 'n09', 'n19']
     for call in manager.list_calls:
         assert call['limit'] is None
         assert call['shards'] == ['s1', 's2']
@@ -453,7 +502,7 @@ def test_shard_listing_keeps_markers_and_filters_on_every_page() -> None:
 def test_unsharded_listing_filters_every_page() -> None:
     client, manager = make([Node('n%02d' % i) for i in range(5)], page=2)
     client.list_nodes(partition.Scope(), sharded=False)
-    assert len(manager.list_calls) == 4     # three pages and an empty one
+    assert len(manager.list_calls) == 3     # the third is short: the last
     for call in manager.list_calls:
         assert call['sharded'] is False
         assert 'shards' not in call
