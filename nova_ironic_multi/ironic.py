@@ -54,6 +54,7 @@ import collections
 from collections.abc import Iterator, Sequence
 import contextlib
 import enum
+import itertools
 import logging as std_logging
 import threading
 import time
@@ -518,7 +519,7 @@ class Ironic:
         seen: set[str] = set()
         found: list[nodeinfo.NodeInfo] = []
         marker = None
-        while True:
+        for pages in itertools.count(1):
             # limit=None: exactly one request, never a followed "next".
             # Not retried: the next period is the retry, and an outage
             # must not hold nova's resource tracker for minutes.
@@ -530,8 +531,17 @@ class Ironic:
                     seen.add(node.uuid)
                     found.append(nodeinfo.NodeInfo.from_api(node))
             if not page or not more:
+                LOG.debug('Listed %(n)d Ironic nodes in %(pages)d '
+                          'request(s) (%(filters)s)',
+                          {'n': len(found), 'pages': pages,
+                           'filters': ', '.join(
+                               '%s=%s' % (k, ','.join(v) if isinstance(
+                                   v, list) else v)
+                               for k, v in sorted(filters.items())
+                               if k != 'fields') or 'every node'})
                 return found
             marker = page[-1].uuid
+        raise AssertionError('unreachable')
 
     def require_shards(self, why: str) -> None:
         """Fail closed when Ironic cannot filter or count by shard.

@@ -499,9 +499,15 @@ def test_shard_listing_keeps_markers_and_filters_on_every_page() -> None:
         assert 'shard' in call['fields']
 
 
-def test_unsharded_listing_filters_every_page() -> None:
+def test_unsharded_listing_filters_every_page(
+        caplog: pytest.LogCaptureFixture) -> None:
     client, manager = make([Node('n%02d' % i) for i in range(5)], page=2)
-    client.list_nodes(partition.Scope(), sharded=False)
+    with caplog.at_level(logging.DEBUG, 'nova_ironic_multi.ironic'):
+        client.list_nodes(partition.Scope(conductor_group='g1'),
+                          sharded=False)
+    # What was asked of Ironic, for an operator reading a DEBUG log.
+    assert ('Listed 5 Ironic nodes in 3 request(s) (conductor_group=g1, '
+            'sharded=False)') in caplog.messages
     assert len(manager.list_calls) == 3     # the third is short: the last
     for call in manager.list_calls:
         assert call['sharded'] is False
