@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import shutil
 import sqlite3
 import statistics
@@ -227,9 +228,12 @@ def fit(periods: list[Period], n_nodes: int) -> Costs:
 def extrapolate(costs: Costs, nodes: int, hosts: int, shards: int,
                 unsharded: int) -> tuple[float, float]:
     """(fleet CPU ratio to one full listing, host wall ratio to in-tree)."""
-    per_host = nodes / hosts * (1 - unsharded / nodes) + unsharded
-    pages = max(1, round(per_host / 1000)) + 2     # shards, unsharded, ends
-    requests = 2 + pages     # shard count, version, listings
+    sharded = (nodes - unsharded) / hosts
+    per_host = sharded + unsharded
+    # GET /v1/shards, the pages of its shards and of the unsharded nodes
+    # (a page holds [api] max_limit = 1000; the last one has no next link).
+    requests = (1 + math.ceil(sharded / 1000) +
+                (math.ceil(unsharded / 1000) if unsharded else 0))
     fleet_cpu = (costs.cpu_node * (nodes - unsharded + hosts * unsharded) +
                  costs.cpu_request * hosts * requests)
     host_wall = costs.wall_node * per_host + costs.wall_request * requests
