@@ -127,17 +127,24 @@ def run(command: Any, out: TextIO = sys.stdout,
         return 1
 
 
-def main(argv: list[str] | None = None) -> int:
+def configure(argv: list[str]) -> None:
+    """Read the command line and nova's files as ``nova-manage`` does.
+
+    With nova's RPC set up (nothing connects until a message is sent):
+    reading a cell mapping needs its options (``transport_url``).
+    """
     from nova import config as nova_config
     from nova import objects
 
     from nova_ironic_multi import conf as nim_conf
     nim_conf.register_opts(CONF)
     CONF.register_cli_opt(COMMAND)
-    nova_config.parse_args(
-        [sys.argv[0]] + (sys.argv[1:] if argv is None else argv),
-        init_rpc=False)
+    nova_config.parse_args([sys.argv[0]] + argv)
     objects.register_all()
+
+
+def main(argv: list[str] | None = None) -> int:
+    configure(sys.argv[1:] if argv is None else argv)
     return run(CONF.command)
 
 

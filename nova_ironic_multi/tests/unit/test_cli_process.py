@@ -44,6 +44,28 @@ def test_help_lists_the_commands() -> None:
     assert '--add HOST' in result.stdout and '--format' in result.stdout
 
 
+def test_cell_mappings_can_be_read(tmp_path: pathlib.Path) -> None:
+    # nova's CellMapping reads [DEFAULT] transport_url as it loads a cell:
+    # the command's configuration must have registered it, as
+    # nova-manage's does, or every command fails on a real cloud.
+    conf = tmp_path / 'nova.conf'
+    conf.write_text('[DEFAULT]\ntransport_url = rabbit://nova:s3cret@mq/\n')
+    code = (
+        'import sys\n'
+        'from nova_ironic_multi.cmd import main\n'
+        'main.configure(sys.argv[1:])\n'
+        'from nova.objects import cell_mapping\n'
+        'print(cell_mapping.CellMapping.format_mq_url(\n'
+        '    "{scheme}://{username}:{password}@{hostname}/cell1"))\n')
+    env = dict(os.environ)
+    env.pop('OS_NOVA_DISABLE_EVENTLET_PATCHING', None)
+    result = subprocess.run(
+        [sys.executable, '-c', code, '--config-file', str(conf), 'ring',
+         'show'], capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == 'rabbit://nova:s3cret@mq/cell1'
+
+
 def test_takeover_needs_both_hosts() -> None:
     result = run('takeover', '--from', 'host3')
     assert result.returncode == 2
