@@ -26,6 +26,11 @@ e. the cloud as its users and operators see it through Keystone: the
    Ironic node, the operator disables and forces down a host, Keystone
    stops for a while, and computes with a wrong password or a region
    without Ironic refuse to start;
+f. the operator labels the nodes with shards (``nova-ironic-multi shards
+   plan|apply``) and switches every host to ``divide = shards`` by SIGHUP:
+   each host lists only its shards, a killed host's shards move to the
+   survivors, nova's ``[ironic] shard`` beside it stops a compute at start,
+   and SIGHUP takes them back to ``divide = nodes``;
 and SIGTERM stops the computes cleanly.
 
 Keystone authenticates every service and the operator: the computes find
@@ -70,6 +75,7 @@ import uuid
 import pytest
 
 from nova_ironic_multi import rings
+from nova_ironic_multi import sharding
 from nova_ironic_multi.tests.fixtures import deployment
 from nova_ironic_multi.tests.fixtures import processes
 
@@ -369,6 +375,37 @@ def assert_one_provider_per_node(env: Env) -> None:
         assert inventory['CUSTOM_BAREMETAL']['total'] == 1, (p, inventory)
 
 
+def kill_and_wait_takeover(env: Env, host: str,
+                           moves: Mapping[str, str]) -> dict[str, float]:
+    """``kill -9 host``, then until nova marks it down and its peers
+    report ``moves`` (``{node: new host}``) in the cell database.
+
+    :returns: seconds from the kill to ``'down'`` and to ``'takeover'``.
+    """
+    killed = time.monotonic()
+    env.compute(host).process.signal(signal.SIGKILL)
+    marks: dict[str, float] = {}
+
+    def progress() -> bool:
+        now = time.monotonic() - killed
+        if ('down' not in marks and
+                env.nova.services()[host]['state'] == 'down'):
+            marks['down'] = now
+        db = env.db_division()
+        if 'takeover' not in marks and all(db.get(n) == h
+                                           for n, h in moves.items()):
+            marks['takeover'] = now
+        return len(marks) == 2
+
+    processes.wait_for(
+        'nova to mark %s down and its peers to report %s'
+        % (host, sorted(moves.items())), progress, TAKEOVER_TIMEOUT,
+        interval=0.25, alive=[env.compute(h).process for h in HOSTS
+                              if h != host and
+                              env.compute(h).process.running()])
+    return marks
+
+
 # The deployment ------------------------------------------------------------
 
 def _interrupt(signo: int, frame: Any) -> None:
@@ -478,26 +515,8 @@ def test_b_killed_compute_free_nodes_move_to_its_peer(
                   if h == 'host2' and n not in busy}
     assert host2_free, 'host2 has no free node to take over: %s' % before
     host2 = env.compute('host2').process
-
-    killed = time.monotonic()
-    host2.signal(signal.SIGKILL)
-    marks: dict[str, float] = {}
-
-    def progress() -> bool:
-        now = time.monotonic() - killed
-        if ('down' not in marks and
-                env.nova.services()['host2']['state'] == 'down'):
-            marks['down'] = now
-        db = env.db_division()
-        if 'takeover' not in marks and all(db.get(n) == 'host1'
-                                           for n in host2_free):
-            marks['takeover'] = now
-        return len(marks) == 2
-
-    processes.wait_for('nova to mark host2 down and host1 to report its '
-                       'free nodes %s' % sorted(host2_free), progress,
-                       TAKEOVER_TIMEOUT, interval=0.25,
-                       alive=[env.compute('host1').process])
+    marks = kill_and_wait_takeover(env, 'host2',
+                                   dict.fromkeys(host2_free, 'host1'))
     assert host2.wait(10) == -signal.SIGKILL
     line = ('kill -9 host2 (%d free nodes): nova marked it down after '
             '%.1fs, host1 reported all of them after %.1fs '
@@ -892,6 +911,223 @@ def test_e4_wrong_ironic_credentials_or_catalog_stop_the_compute(
         figures.append('%s: %s' % (host, line[line.index('refuses'):]))
     services = env.nova.services()
     assert not set(cases) & set(services), services
+
+
+# f. Dividing the listing by shard ---------------------------------------
+
+def shard_count(busy: Mapping[str, str], unlabelled: str,
+                labelled: list[str]) -> int:
+    """The fewest shards (three or more) where the switch shows something.
+
+    Every host manages some g1 node, and host1 some free labelled one (to
+    hand over when it dies). With the ``compatible`` ring each shard name
+    is placed on its own, so the names Ironic counts besides (``'None'``)
+    change nothing here.
+    """
+    ring = rings.load(RING, HOSTS, EXPONENT)
+    for count in itertools.count(3):
+        label = {n: sharding.label(n, count) for n in labelled}
+        placed = ring.assign(sorted(set(label.values())))
+        free = {n: placed[label[n]] for n in labelled}
+        managers = {*busy.values(), *free.values(),
+                    *share(HOSTS, [unlabelled]).values()}
+        if managers == set(HOSTS) and 'host1' in free.values():
+            return count
+    raise AssertionError('unreachable')
+
+
+def shard_division(env: Env, members: Iterable[str]) -> dict[str, str]:
+    """Who should manage each g1 node with ``divide = shards``.
+
+    From Ironic's own view: the shard of every node and the counts of
+    ``GET /v1/shards``. Owners keep the nodes of their instances; a free
+    node goes to its shard's host, or, without a shard, to the node ring.
+    """
+    members = list(members)
+    busy = {n: h for n, h in env.busy().items() if n in env.plan.g1}
+    shard_of = {n.uuid: n.shard for n in env.ironic.node.list(
+        fields=['uuid', 'shard'], conductor_group='g1')}
+    counts = {s.name: s.count for s in env.ironic.shard.list()}
+    assignment = sharding.assign(rings.load(RING, members, EXPONENT),
+                                 counts, weighted=False)
+    free = [n for n in env.plan.g1 if n not in busy]
+    unsharded = [n for n in free if shard_of[n] is None]
+    return {**busy, **share(members, unsharded),
+            **{n: assignment[shard_of[n]] for n in free
+               if shard_of[n] is not None}}
+
+
+def listings(env: Env, host: str, since: int) -> list[str]:
+    """What ``host`` asked Ironic to list since ``since`` (its DEBUG log)."""
+    return [re.search(r'request\(s\) \(([^)]*)\)', line).group(1)  # type: ignore
+            for line in env.log_lines(host, r'Listed \d+ Ironic nodes in',
+                                      since)]
+
+
+def test_f1_shards_applied_then_sighup_divides_by_shard(
+        env: Env, figures: list[str]) -> None:
+    everyone = env.expected(HOSTS, env.plan.g1)
+    env.wait_division(everyone, 'g1 divided node by node between the three')
+    partition = {'partition_key': 'g1', 'peer_list': ALL_PEERS}
+    # One free node will stay without a shard; the labels give every host
+    # some of the others.
+    busy = {n: h for n, h in env.busy().items() if n in env.plan.g1}
+    free = sorted(set(env.plan.g1) - set(busy))
+    unlabelled = free[0]
+    count = shard_count(busy, unlabelled, free[1:])
+
+    # The operator labels the nodes with the CLI: plan, apply, apply again.
+    plan = env.dep.nova_ironic_multi(partition, 'shards', 'plan',
+                                     '--count', str(count))
+    assert {c['node'] for c in plan['changes']} == set(env.plan.g1), plan
+    assert not plan['applied']
+    # Labels move nothing while divide = nodes.
+    assert plan['free_nodes_changing_hands'] == []
+    applied = env.dep.nova_ironic_multi(partition, 'shards', 'apply',
+                                        '--count', str(count))
+    assert applied['applied'] and applied['changes'] == plan['changes']
+    again = env.dep.nova_ironic_multi(partition, 'shards', 'apply',
+                                      '--count', str(count))
+    assert again['changes'] == []
+    # Ironic's view, through the operator's client: every g1 node labelled
+    # by its UUID, no g2 node (out of the CLI's scope).
+    labels = by_host({n: sharding.label(n, count) for n in env.plan.g1})
+
+    def ironic_lists(*args: str) -> set[str]:
+        return {n['uuid'] for n in env.cli(
+            'system-admin', 'baremetal', 'node', 'list', *args, '-c',
+            'UUID', '-f', 'json')}
+
+    for label, nodes in labels.items():
+        assert ironic_lists('--shards', label) == nodes, label
+    assert ironic_lists('--unsharded') == set(env.plan.g2)
+    # One free node left without a shard: divided node by node.
+    env.cli('system-admin', 'baremetal', 'node', 'unset', '--shard',
+            unlabelled)
+    env.periods('host1', env.compute('host1').process.log_size())
+    db = env.db_division()
+    assert {n: db[n] for n in everyone} == everyone
+
+    # divide = shards on every host, by SIGHUP (host3 in eventlet mode).
+    marks = {h: env.compute(h).process.log_size() for h in HOSTS}
+    started = time.monotonic()
+    for host in HOSTS:
+        env.compute(host).reconfigure(divide='shards')
+        env.compute(host).sighup()
+    want = shard_division(env, HOSTS)
+    assert set(want.values()) == set(HOSTS), want
+    assert want != everyone, 'the switch moves no node: nothing to show'
+    env.wait_division(want, 'g1 divided by shard between the three')
+    figures.append('divide = shards by SIGHUP (%d shards): division '
+                   'settled after %.1fs' % (count,
+                                            time.monotonic() - started))
+    for host in HOSTS:
+        # (From [None] when the file never set it: the default is nodes.)
+        env.wait_log(host, r'Option ironic_multi\.divide changed from '
+                     r'\[\w+\] to \[shards\]', marks[host])
+        env.wait_log(host, r'Listing every node in scope once', marks[host])
+
+    # Warm periods: each host lists its shards and the unsharded nodes of
+    # g1, never the whole group; no shard is listed by two hosts.
+    marks = {h: env.compute(h).process.log_size() for h in HOSTS}
+    for host in HOSTS:
+        env.periods(host, marks[host])
+    lists: dict[str, set[str]] = {}
+    for host in HOSTS:
+        asked = listings(env, host, marks[host])
+        assert asked, host
+        for filters in asked:
+            assert 'conductor_group=g1' in filters, (host, filters)
+            assert 'shards=' in filters or 'sharded=False' in filters, (
+                host, filters)
+        lists[host] = {name for f in asked for part in f.split(', ')
+                       if part.startswith('shards=')
+                       for name in part[len('shards='):].split(',')}
+        figures.append('%s lists: %s' % (host, '; '.join(sorted(set(asked)))))
+    # No shard listed by two hosts, every label left listed by one.
+    assert sum(map(len, lists.values())) == len(set().union(*lists.values()))
+    left = {sharding.label(n, count) for n in env.plan.g1 if n != unlabelled}
+    assert left <= set().union(*lists.values()), (left, lists)
+    db = env.db_division()
+    assert {n: db[n] for n in want} == want
+    assert_one_provider_per_node(env)
+    assert_servers_untouched(env)
+
+
+def test_f2_killed_host_shards_move_to_survivors(
+        env: Env, figures: list[str]) -> None:
+    before = env.db_division()
+    host1 = env.compute('host1')
+    survivors = ('host2', 'host3')
+    want = shard_division(env, survivors)
+    moving = {n for n, h in before.items()
+              if h == 'host1' and want.get(n) != 'host1'}
+    assert moving, 'host1 has no free g1 node to hand over: %s' % before
+    marks = kill_and_wait_takeover(env, 'host1',
+                                   {n: want[n] for n in moving})
+    figures.append('divide = shards, kill -9 host1 (%d free nodes): down '
+                   'after %.1fs, its nodes reported by the survivors after '
+                   '%.1fs (resource period %ds)'
+                   % (len(moving), marks['down'], marks['takeover'], PERIOD))
+    after = env.db_division()
+    for node, host in before.items():
+        if node not in moving:
+            assert after[node] == host, (node, host, after[node])
+    assert_one_provider_per_node(env)
+
+    # It comes back and takes its shards back.
+    host1.start()
+    env.wait_up('host1')
+    env.wait_division(shard_division(env, HOSTS),
+                      'host1 back: g1 divided by shard between the three')
+    assert_servers_untouched(env)
+
+
+def test_f3_nova_shard_option_with_divide_shards_refuses_to_start(
+        env: Env, figures: list[str]) -> None:
+    host2 = env.compute('host2')
+    division = env.db_division()
+    host2.ironic_overrides['shard'] = 'shard-0'
+    host2.write_conf()
+    host2.process.signal(signal.SIGTERM)
+    assert host2.process.wait(STOP_TIMEOUT) == 0, host2.process.tail()
+    mark = host2.process.log_size()
+    host2.start()
+    assert host2.process.wait(deployment.START_TIMEOUT) not in (None, 0)
+    (line,) = env.log_lines('host2', 'nova-ironic-multi refuses to start',
+                            mark)
+    assert ('[ironic_multi] divide = shards contradicts [ironic] shard = '
+            "'shard-0'" in line), line
+    figures.append('host2: %s' % line[line.index('refuses'):])
+    # With the file fixed it starts and takes its shards back.
+    del host2.ironic_overrides['shard']
+    host2.write_conf()
+    mark = host2.process.log_size()
+    host2.start()
+    # Its service record still looks up (the refused start wrote it) and
+    # the cell database still holds its nodes: wait for the new process's
+    # own periods, not for those.
+    env.periods('host2', mark)
+    assert env.log_lines('host2', r"'divide': 'shards'", mark)
+    env.wait_division(division, 'host2 back with divide = shards')
+
+
+def test_f4_sighup_back_to_nodes(env: Env) -> None:
+    marks = {h: env.compute(h).process.log_size() for h in HOSTS}
+    for host in HOSTS:
+        env.compute(host).reconfigure(divide='nodes')
+        env.compute(host).sighup()
+    for host in HOSTS:
+        env.wait_log(host, r'Option ironic_multi\.divide changed from '
+                     r'\[shards\] to \[nodes\]', marks[host])
+    env.wait_division(env.expected(HOSTS, env.plan.g1),
+                      'g1 divided node by node again')
+    marks = {h: env.compute(h).process.log_size() for h in HOSTS}
+    for host in HOSTS:
+        env.periods(host, marks[host])
+        assert listings(env, host, marks[host])[-1] == 'conductor_group=g1'
+    assert_one_provider_per_node(env)
+    assert_servers_untouched(env)
 
 
 def test_d3_sigterm_stops_every_compute_gracefully(
