@@ -272,6 +272,18 @@ def _quiet_client_retry_log() -> None:
         logger.addFilter(_ClientRetryLog())
 
 
+class _Filters:
+    """A listing's filters as a log shows them, formatted only if logged."""
+
+    def __init__(self, filters: dict[str, Any]) -> None:
+        self._filters = filters
+
+    def __str__(self) -> str:
+        shown = ['%s=%s' % (k, ','.join(v) if isinstance(v, list) else v)
+                 for k, v in sorted(self._filters.items()) if k != 'fields']
+        return ', '.join(shown) or 'every node'
+
+
 class NodePages:
     """``node.list`` one page at a time, with whether Ironic has more.
 
@@ -534,11 +546,7 @@ class Ironic:
                 LOG.debug('Listed %(n)d Ironic nodes in %(pages)d '
                           'request(s) (%(filters)s)',
                           {'n': len(found), 'pages': pages,
-                           'filters': ', '.join(
-                               '%s=%s' % (k, ','.join(v) if isinstance(
-                                   v, list) else v)
-                               for k, v in sorted(filters.items())
-                               if k != 'fields') or 'every node'})
+                           'filters': _Filters(filters)})
                 return found
             marker = page[-1].uuid
         raise AssertionError('unreachable')
