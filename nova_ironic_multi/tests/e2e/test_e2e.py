@@ -1048,6 +1048,17 @@ def test_f1_shards_applied_then_sighup_divides_by_shard(
     assert sum(map(len, lists.values())) == len(set().union(*lists.values()))
     left = {sharding.label(n, count) for n in env.plan.g1 if n != unlabelled}
     assert left <= set().union(*lists.values()), (left, lists)
+    # The operator's view agrees: ring show names the shards each host
+    # lists, ring explain the host of each free node.
+    partition['divide'] = 'shards'
+    shown = env.dep.nova_ironic_multi(partition, 'ring', 'show')
+    assert shown['members'] == list(HOSTS), shown['members']
+    assert {h: set(shown['shards']['by_host'].get(h, {})) for h in HOSTS} == {
+        h: lists[h] - {'None'} for h in HOSTS}, (shown['shards'], lists)
+    for node in free:
+        explained = env.dep.nova_ironic_multi(partition, 'ring', 'explain',
+                                              node)
+        assert explained['owner'] == want[node], (node, explained)
     db = env.db_division()
     assert {n: db[n] for n in want} == want
     assert_one_provider_per_node(env)
