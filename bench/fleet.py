@@ -58,6 +58,7 @@ from typing import Any
 from bench import common
 from bench import scale
 from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi import ironic
 from nova_ironic_multi import sharding
 
 CONF = scale.CONF
@@ -231,8 +232,12 @@ def extrapolate(costs: Costs, nodes: int, hosts: int, shards: int,
     sharded = (nodes - unsharded) / hosts
     per_host = sharded + unsharded
     # GET /v1/shards, the pages of its shards and of the unsharded nodes
-    # (a page holds [api] max_limit = 1000; the last one has no next link).
-    requests = (1 + math.ceil(sharded / 1000) +
+    # (a page holds [api] max_limit = 1000; the last one has no next link;
+    # a request names at most SHARDS_PER_REQUEST shards, so each batch of
+    # names is at least one request).
+    batches = math.ceil(math.ceil(shards / hosts) /
+                        ironic.SHARDS_PER_REQUEST)
+    requests = (1 + max(batches, math.ceil(sharded / 1000)) +
                 (math.ceil(unsharded / 1000) if unsharded else 0))
     fleet_cpu = (costs.cpu_node * (nodes - unsharded + hosts * unsharded) +
                  costs.cpu_request * hosts * requests)

@@ -1121,6 +1121,11 @@ def test_f3_nova_shard_option_with_divide_shards_refuses_to_start(
     env.periods('host2', mark)
     assert env.log_lines('host2', r"'divide': 'shards'", mark)
     env.wait_division(division, 'host2 back with divide = shards')
+    # ...and its own periods manage what the cell database says it has.
+    last = env.log_lines('host2', r'Managing \d+ Ironic nodes', mark)[-1]
+    managed = int(re.search(r'Managing (\d+) Ironic', last).group(1))  # type: ignore
+    assert managed == sum(1 for n, h in division.items()
+                          if h == 'host2' and n in env.plan.g1), last
 
 
 def test_f4_sighup_back_to_nodes(env: Env) -> None:
