@@ -164,25 +164,15 @@ class IronicDriver(virt_driver.ComputeDriver):
         # Node UUIDs are both the compute node UUIDs and their names.
         return {n: n for n in self.get_available_nodes(refresh=refresh)}
 
-    def _exists(self, nodename: str) -> bool | None:
-        """Whether Ironic has the node; None when Ironic cannot say."""
-        try:
-            self._ironic.get_node(nodename)
-        except ironic.NodeNotFound:
-            return False
-        except ironic.IronicError:
-            return None
-        return True
-
     def node_is_available(self, nodename: str) -> bool:
         # Unknown is not gone: keep tracking it.
         return (nodename in self._inventory.cached().nodes or
-                self._exists(nodename) is not False)
+                self._ironic.node_exists(nodename) is not False)
 
     def is_node_deleted(self, nodename: str) -> bool:
         # Only Ironic's own 404 says a node is gone; an outage says nothing
         # (nova bug 1750450: every compute node deleted on an outage).
-        return self._exists(nodename) is False
+        return self._ironic.node_exists(nodename) is False
 
     def _node(self, nodename: str) -> nodeinfo.NodeInfo:
         node = self._current().nodes.get(nodename)

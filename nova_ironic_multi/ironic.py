@@ -583,6 +583,24 @@ class Ironic:
         return nodeinfo.NodeInfo.from_api(
             self._call('get', 'get', node_uuid, fields=self._fields()))
 
+    def node_exists(self, node_uuid: str) -> bool | None:
+        """Whether Ironic has the node; None when Ironic cannot say.
+
+        One request, never retried: nova asks this for every compute node
+        no host reports, inside the resource-tracker period, and an answer
+        of None (keep the record) is already the safe one. Retrying would
+        hold the period for ``api_max_retries`` x ``api_retry_interval``
+        seconds per such node during an outage.
+        """
+        try:
+            self._call('get', 'get', node_uuid, retry=Retry.NEVER,
+                       fields=['uuid'])
+        except NodeNotFound:
+            return False
+        except IronicError:
+            return None
+        return True
+
     def node_for_instance(self,
                           instance_uuid: str) -> nodeinfo.NodeInfo | None:
         """The node an instance is on, or None if Ironic knows of none."""

@@ -210,6 +210,15 @@ class FakeIronic:
         self._advance(node)
         return self._info(node)
 
+    def node_exists(self, node_uuid: str) -> bool | None:
+        try:
+            self.get_node(node_uuid)
+        except ironic.NodeNotFound:
+            return False
+        except ironic.IronicError:
+            return None
+        return True
+
     def node_for_instance(self,
                           instance_uuid: str) -> nodeinfo.NodeInfo | None:
         self._record('node_for_instance', instance_uuid)

@@ -340,6 +340,24 @@ def test_the_listing_is_not_retried_the_next_period_is() -> None:
     assert fake.node_pages.page.call_count == 1
 
 
+@pytest.mark.parametrize('error, answer', [
+    (ir_exc.ServiceUnavailable('Keystone unreachable'), None),
+    (ks_exc.ConnectFailure('refused'), None),
+    (ir_exc.NotFound('no such node'), False)])
+def test_whether_a_node_exists_is_asked_once(error: Exception,
+                                             answer: bool | None) -> None:
+    # nova asks for every compute node nobody reports, inside its period:
+    # retrying through an outage would hold the period for minutes, and
+    # "cannot say" (None) already keeps the record.
+    client, fake, sleeps = fake_client(api_max_retries=60)
+    fake.node.get.side_effect = error
+    assert client.node_exists('node') is answer
+    assert fake.node.get.call_count == 1
+    assert sleeps == []
+    fake.node.get.side_effect = None
+    assert client.node_exists('node') is True
+
+
 def test_vif_attach_retries_transient_failures_and_locks_not_409s(
         ) -> None:
     client, fake, sleeps = fake_client(api_max_retries=60)
