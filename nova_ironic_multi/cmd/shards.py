@@ -32,7 +32,9 @@ from oslo_config import cfg
 
 from nova_ironic_multi.cmd import fleet as fleet_mod
 from nova_ironic_multi.cmd import output
+from nova_ironic_multi import division as division_mod
 from nova_ironic_multi import ironic
+from nova_ironic_multi import partition
 from nova_ironic_multi import sharding
 
 
@@ -58,23 +60,19 @@ class Plan:
 def _managers(fleet: fleet_mod.Fleet, shard_of: Mapping[str, str | None],
               counts: Mapping[str, int], by_shard: bool
               ) -> dict[str, str | None]:
-    """Free in-scope node -> its manager, as the services would divide."""
-    in_scope = [n.uuid for n in fleet.in_scope]
-    free = set(fleet.free)
-    if not by_shard:
-        placed = fleet.ring.assign(in_scope)
-        return {u: placed.get(u) for u in free}
-    assignment = sharding.assign(
-        fleet.ring, counts,
-        fleet.partition.ring_algorithm in sharding.WEIGHTED)
-    unsharded = fleet.ring.assign(
-        [u for u in in_scope if shard_of.get(u) is None])
-    found: dict[str, str | None] = {}
-    for uuid in free:
-        shard = shard_of.get(uuid)
-        found[uuid] = (unsharded.get(uuid) if shard is None
-                       else assignment.get(shard))
-    return found
+    """Free in-scope node -> its manager, as the services would divide.
+
+    :param shard_of: node -> its shard (before or after the labels).
+    :param by_shard: divide as ``divide = shards`` (else ``nodes``).
+    """
+    part = dataclasses.replace(
+        fleet.partition,
+        divide=partition.SHARDS if by_shard else partition.NODES)
+    nodes = [dataclasses.replace(n, shard=shard_of.get(n.uuid, n.shard))
+             for n in fleet.nodes]
+    placed = division_mod.placement(nodes, fleet.members, part, counts,
+                                    fleet.ring_cache)
+    return {u: placed.get(u) for u in fleet.free}
 
 
 def plan(fleet: fleet_mod.Fleet, count: int, relabel_all: bool) -> Plan:

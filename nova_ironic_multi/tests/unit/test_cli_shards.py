@@ -38,24 +38,25 @@ from nova_ironic_multi.tests.unit import fake_ironic
 HOSTS = ('host1', 'host2', 'host3')
 
 
-def make_conf(divide: str = 'nodes') -> cfg.ConfigOpts:
+def make_conf(divide: str = 'nodes',
+              ring: str = 'compatible') -> cfg.ConfigOpts:
     conf = cfg.ConfigOpts()
     conf.register_opts(nova_ironic_conf.ironic_options, group='ironic')
     nim_conf.register_opts(conf)
     conf.set_override('divide', divide, group='ironic_multi')
+    conf.set_override('ring_algorithm', ring, group='ironic_multi')
     return conf
 
 
 def make_fleet(ironic: fake_ironic.FakeIronic, divide: str = 'nodes',
-               instance_hosts: dict[str, str] | None = None
-               ) -> fleet_mod.Fleet:
-    part = partition.resolve(make_conf(divide), 'cli', observer=True)
+               instance_hosts: dict[str, str] | None = None,
+               ring: str = 'compatible') -> fleet_mod.Fleet:
+    part = partition.resolve(make_conf(divide, ring), 'cli', observer=True)
     nodes = ironic.list_nodes(part.scope, with_shard=True)
     hosts = {h: fleet_mod.Host(h, h, True, False, False, member=True)
              for h in HOSTS}
     fleet = fleet_mod.Fleet(part, nodes, instance_hosts or {}, hosts,
-                            frozenset(HOSTS), rings.load('compatible',
-                                                         HOSTS, 5),
+                            frozenset(HOSTS), rings.load(ring, HOSTS, 5),
                             shard_counts=ironic.shards())
     fleet_mod.divide(fleet)
     return fleet
@@ -193,3 +194,51 @@ def test_ring_show_prints_each_hosts_shards(
     assert 'Shards (divide = shards): 6' in out.getvalue()
     for host in HOSTS:
         assert host in out.getvalue()
+
+
+def explain(fleet: fleet_mod.Fleet, node: str) -> dict[str, Any]:
+    out = io.StringIO()
+    assert ring_cmd.explain(fleet, node, out, 'json') == 0
+    result: dict[str, Any] = json.loads(out.getvalue())
+    return result
+
+
+@pytest.mark.parametrize('ring', ['compatible', 'balanced'])
+def test_ring_explain_follows_the_shard(ironic: fake_ironic.FakeIronic,
+                                        ring: str) -> None:
+    # Issue 20.7: in shard mode explain followed the node ring, and said
+    # "at capacity" on the compatible ring, which has no capacity.
+    for node in ironic.nodes:
+        ironic.nodes[node]['shard'] = sharding.label(node, 6)
+    unsharded = ironic.add_node(str(uuid.UUID(int=99)))
+    fleet = make_fleet(ironic, 'shards', ring=ring)
+    counts = ironic.shards()
+    weighted = ring in sharding.WEIGHTED
+    assignment = sharding.assign(rings.load(ring, HOSTS, 5), counts,
+                                 weighted)
+    node_ring = rings.load(ring, HOSTS, 5)
+    # Nodes the node ring would give another host than their shard's.
+    astray = [n for n in ironic.nodes if n != unsharded and
+              node_ring.owners(n, 1)[0] !=
+              assignment[ironic.nodes[n]['shard']]]
+    assert astray
+    for node in astray:
+        shard = ironic.nodes[node]['shard']
+        owner = assignment[shard]
+        result = explain(fleet, node)
+        assert result['owner'] == owner == fleet.manager(node)
+        assert ('free node of shard %r, and the %s ring gives that shard '
+                'to %s' % (shard, ring, owner)) in result['reason']
+        assert 'at capacity' not in result['reason']
+        if not weighted:
+            assert 'first choice' not in result['reason']
+        # Who takes the shard if its host leaves: the shards placed again.
+        others = [h for h in HOSTS if h != owner]
+        then = sharding.assign(rings.load(ring, others, 5), counts,
+                               weighted)[shard]
+        rest = [h for h in others if h != then]
+        assert result['successors'] == [then] + rest
+        assert result['shard'] == shard
+    result = explain(fleet, unsharded)
+    assert 'free node without a shard' in result['reason']
+    assert result['owner'] == fleet.manager(unsharded)

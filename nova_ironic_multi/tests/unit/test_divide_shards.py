@@ -244,8 +244,11 @@ class ShardDivisionTest(base.DriverTestCase):
 
 
 class ShardBalanceTest(base.DriverTestCase):
-    """The balanced ring's hosts manage about as many nodes each, counting
-    the nodes without a shard, which the node ring divides among them."""
+    """The balanced ring's hosts manage about as many nodes each.
+
+    Counting the nodes without a shard, which the node ring divides among
+    them.
+    """
 
     def setUp(self) -> None:
         super().setUp()
