@@ -30,6 +30,7 @@ from nova_ironic_multi.cmd import main as cli
 from nova_ironic_multi.cmd import ring as ring_cmd
 from nova_ironic_multi.cmd import shards
 from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi import ironic as ironic_mod
 from nova_ironic_multi import partition
 from nova_ironic_multi import rings
 from nova_ironic_multi import sharding
@@ -242,3 +243,86 @@ def test_ring_explain_follows_the_shard(ironic: fake_ironic.FakeIronic,
     result = explain(fleet, unsharded)
     assert 'free node without a shard' in result['reason']
     assert result['owner'] == fleet.manager(unsharded)
+
+
+class Flaky(fake_ironic.FakeIronic):
+    """Fails the PATCHes whose (1-based) turn is in ``failing``."""
+
+    def __init__(self, failing: dict[int, Exception]) -> None:
+        super().__init__()
+        self.failing = failing
+        self.turn = 0
+
+    def patch(self, node_uuid: str, patch: list[dict[str, Any]]) -> None:
+        self.turn += 1
+        error = self.failing.get(self.turn)
+        if error is not None:
+            self._record('patch', node_uuid, patch)
+            raise error
+        super().patch(node_uuid, patch)
+
+
+def run_apply(fake: fake_ironic.FakeIronic, fmt: str) -> tuple[int, str]:
+    with mock.patch.object(fleet_mod, 'gather',
+                           side_effect=lambda c, shards: make_fleet(fake)), \
+            mock.patch('nova_ironic_multi.ironic.Ironic', return_value=fake):
+        out = io.StringIO()
+        code = shards.run(make_conf(), 'apply', 3, False, out, fmt)
+        return code, out.getvalue()
+
+
+def labelled(fake: fake_ironic.FakeIronic) -> set[str]:
+    return {u for u, n in fake.nodes.items() if n['shard'] is not None}
+
+
+def test_apply_stopped_midway_says_what_it_wrote_and_a_rerun_finishes(
+        ) -> None:
+    # Issue 20.10: a PATCH failing midway printed "Cannot read the fleet".
+    fake = Flaky({15: ironic_mod.IronicUnavailable('503 Service Unavailable')})
+    for i in range(40):
+        fake.add_node(str(uuid.UUID(int=i * 7919 + 1)))
+    code, text = run_apply(fake, 'table')
+    assert code == 1
+    order = [c[0] for c in fake.calls_to('patch')]
+    assert len(order) == 15            # nothing tried after Ironic failed
+    assert labelled(fake) == set(order[:14])
+    assert 'Cannot read the fleet' not in text
+    assert 'Labelled 14 of 40 node(s) among 3 shard(s)' in text
+    assert 'FAILED: 14 of 40 label(s) written, 1 not written, 25 not ' \
+        'attempted.' in text
+    # Bounded: 20 written nodes named, then a count.
+    assert 'Written (14): %s\n' % ', '.join(order[:14]) in text
+    assert '  %s -> shard-' % order[14] in text
+    assert '503 Service Unavailable' in text
+    rest = [n for n in fake.nodes if n not in order]
+    assert 'Not attempted (25; the last error would repeat): %s ... and 5 ' \
+        'more' % ', '.join(rest[:20]) in text
+
+    # A re-run writes only the rest, and then there is nothing left.
+    code, out = run_apply(fake, 'json')
+    data = json.loads(out)
+    assert (code, data['applied'], data['written']) == (0, True, 26)
+    assert len(fake.calls_to('patch')) == 15 + 26
+    assert labelled(fake) == set(fake.nodes)
+    code, out = run_apply(fake, 'json')
+    assert (code, json.loads(out)['changes']) == (0, [])
+
+
+def test_apply_goes_on_past_a_locked_node() -> None:
+    fake = Flaky({3: ironic_mod.Conflict('Node is locked'),
+                  7: ironic_mod.NodeNotFound('Node gone')})
+    for i in range(12):
+        fake.add_node(str(uuid.UUID(int=i * 7919 + 1)))
+    code, out = run_apply(fake, 'json')
+    data = json.loads(out)
+    order = [c[0] for c in fake.calls_to('patch')]
+    assert code == 1 and not data['applied']
+    assert (data['written'], data['not_written'], data['not_attempted']) == (
+        10, 2, 0)
+    assert [f['node'] for f in data['not_written_nodes']] == [order[2],
+                                                              order[6]]
+    assert data['not_written_nodes'][0]['error'] == 'Node is locked'
+    assert labelled(fake) == set(order) - {order[2], order[6]}
+    code, out = run_apply(fake, 'json')
+    assert (code, json.loads(out)['written']) == (0, 2)
+    assert labelled(fake) == set(fake.nodes)
