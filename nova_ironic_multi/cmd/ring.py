@@ -221,32 +221,32 @@ def _placed(fleet: fleet_mod.Fleet, node: nodeinfo.NodeInfo) -> str:
     """
     part = fleet.partition
     owner = fleet.ring_owner(node.uuid)
-    if part.by_shard and node.shard is not None:
+    # The key the ring placed: the shard's name, or the node's UUID.
+    key = node.shard if part.by_shard and node.shard is not None else None
+    by_shard = key is not None
+    if key is not None:
         counts = fleet.shard_counts or {}
         rule = ('free node of shard %r, and the %s ring gives that shard '
                 'to %s' % (node.shard, part.ring_algorithm,
                            owner or 'nobody'))
         if part.ring_algorithm in sharding.WEIGHTED:
             rule += (' (shards are weighed by node count: %d here, %d '
-                     'without a shard)' % (counts.get(node.shard, 0),
+                     'without a shard)' % (counts.get(key, 0),
                                            counts.get(sharding.UNSHARDED,
                                                       0)))
-        key = node.shard
     elif part.by_shard:
         unsharded = sum(1 for n in fleet.in_scope if n.shard is None)
         rule = ('free node without a shard: the %s ring divides the %d '
                 'node(s) in scope without a shard node by node, and gives '
                 'it to %s' % (part.ring_algorithm, unsharded,
                               owner or 'nobody'))
-        key = node.uuid
     else:
         rule = 'free node placed by the %s ring' % part.ring_algorithm
-        key = node.uuid
     if not fleet.members:
         return rule + ' (no live member: nobody manages it)'
-    first = fleet.ring.owners(key, 1)
+    first = fleet.ring.owners(key or node.uuid, 1)
     if first and owner is not None and first[0] != owner:
-        if key == node.shard:
+        if by_shard:
             rule += ('; its first choice %s had no room for the shard '
                      'within the cap of the weighing' % first[0])
         else:
