@@ -17,7 +17,8 @@ import importlib
 import sys
 
 BENCHES = {'rings': 'bench.rings', 'scale': 'bench.scale',
-           'churn': 'bench.churn', 'fleet': 'bench.fleet'}
+           'churn': 'bench.churn', 'fleet': 'bench.fleet',
+           'shards': 'bench.shards'}
 
 
 def main() -> int:

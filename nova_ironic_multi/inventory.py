@@ -37,7 +37,7 @@ import dataclasses
 import threading
 import time
 import types
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from nova import context as nova_context
 from nova import exception as nova_exc
@@ -46,6 +46,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging
 
+from nova_ironic_multi import division as division_mod
 from nova_ironic_multi import ironic
 from nova_ironic_multi import loader
 from nova_ironic_multi import membership
@@ -121,6 +122,8 @@ class Shards(NamedTuple):
     mine: tuple[str, ...]
     #: Whether Ironic counted nodes without a shard (anywhere).
     unsharded: bool
+    #: ``GET /v1/shards``: shard name -> node count.
+    counts: Mapping[str, int] = types.MappingProxyType({})
 
 
 class Inventory:
@@ -260,24 +263,17 @@ class Inventory:
             found = self._orphans.find(self.host, on_nodes, mine)
             members = (shards.members if shards is not None else
                        self.membership(part).live_peers(part))
-
-        def ring_select(free: Any, me: str) -> list[str]:
-            try:
-                return self._rings.select(
-                    part.ring_algorithm, members, part.partition_exponent,
-                    free, me)
-            except loader.PluginNotFound as e:
-                LOG.error('%s', e)
-                raise NotReady(str(e)) from e
-
-        select: ownership.RingSelect = ring_select
-        if shards is not None:
-            select = sharding.ring_select({n.uuid: n.shard for n in nodes},
-                                          shards.assignment, ring_select)
-        # An orphan stays with the host of its deleted instance, so nova's
-        # reaper there sees it (rule 1 for the instance it had).
-        division = ownership.select(nodes, mine | found.orphans, select,
-                                    part.host, part.scope)
+        try:
+            # The division the operator command computes too. An orphan
+            # stays with the host of its deleted instance, so nova's reaper
+            # there sees it (rule 1 for the instance it had).
+            division = division_mod.divide(
+                nodes, {part.host: mine | found.orphans}, members, part,
+                shards.counts if shards is not None else None,
+                self._rings)[part.host]
+        except loader.PluginNotFound as e:
+            LOG.error('%s', e)
+            raise NotReady(str(e)) from e
         owned = {n.uuid: n for n in nodes if n.uuid in division.owned}
         self._report(nodes, found, division)
         snapshot = Snapshot(types.MappingProxyType(owned), _index(owned),
@@ -296,13 +292,12 @@ class Inventory:
         counts = self._ironic.shards()
         with _peers_or_not_ready():
             members = self.membership(part).live_peers(part)
-            ring = self._rings.get(part.ring_algorithm, members,
-                                   part.partition_exponent)
-        assignment = sharding.assign(
-            ring, counts, part.ring_algorithm in sharding.WEIGHTED)
+            assignment = division_mod.shard_assignment(part, members,
+                                                       counts, self._rings)
         return Shards(members, assignment,
                       tuple(sharding.mine(assignment, part.host)),
-                      unsharded=ironic.UNSHARDED in counts)
+                      unsharded=ironic.UNSHARDED in counts,
+                      counts=types.MappingProxyType(dict(counts)))
 
     def _previous(self, part: partition.Partition
                   ) -> Mapping[str, nodeinfo.NodeInfo] | None:

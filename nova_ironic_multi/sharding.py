@@ -16,7 +16,8 @@ With ``[ironic_multi] divide = shards`` the ring divides Ironic shard names
 UUIDs. The ``compatible`` ring places each shard name as it would place a
 node; the ``balanced`` ring's members take shards weighed by their node
 counts, so a member holding one large shard takes few others. Nodes without
-a shard are still divided node by node, among the nodes without a shard.
+a shard are still divided node by node, among the nodes without a shard:
+they are no shard, and the weighing counts each member's share of them.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ from nova_ironic_multi.rings import keys
 WEIGHT_SLACK = 0.05
 #: The ring algorithms whose shard placement is weighed by node counts.
 WEIGHTED = frozenset({'balanced'})
+#: The name ``GET /v1/shards`` counts the nodes without a shard under
+#: (Ironic writes ``str(None)``; :data:`ironic.UNSHARDED`).
+UNSHARDED = 'None'
 
 
 def assign(ring: base.Ring, counts: Mapping[str, int],
@@ -53,24 +57,36 @@ def assign(ring: base.Ring, counts: Mapping[str, int],
 def _weighted(ring: base.Ring, counts: Mapping[str, int]) -> dict[str, str]:
     """Bounded loads by node count, largest shards first.
 
-    Each shard, from the largest (ties by name), goes to the first member
-    of its ring order (:meth:`base.Ring.owners`) whose node count stays at
-    most ``ceil(mean * (1 + WEIGHT_SLACK))``; when none has room (a shard
-    larger than the cap), to the least loaded member, earliest in its
-    order. A pure function of the counts and the members.
+    The nodes without a shard (counted under :data:`UNSHARDED`) are not a
+    shard: the node ring divides them evenly among the members, so each
+    member starts with ``unsharded / members`` of them, and the name gets
+    no weight (it is still placed, like any name, for the nodes a shard
+    really called ``None`` would hold). Then each shard, from the largest
+    (ties by name), goes to the first member of its ring order
+    (:meth:`base.Ring.owners`) whose node count stays at most
+    ``ceil(mean * (1 + WEIGHT_SLACK))``, ``mean`` counting every node;
+    when none has room (a shard larger than the cap), to the least loaded
+    member, earliest in its order. A pure function of the counts and the
+    members, in whole numbers (counted in ``1 / members`` of a node), so
+    every host computes the same placement.
     """
     members = len(ring.members)
-    total = sum(max(0, c) for c in counts.values())
-    cap = math.ceil(total / members * (1 + WEIGHT_SLACK))
-    load = dict.fromkeys(ring.members, 0)
+
+    def weight(name: str) -> int:
+        return 0 if name == UNSHARDED else max(0, counts[name])
+
+    unsharded = max(0, counts.get(UNSHARDED, 0))
+    total = unsharded + sum(weight(name) for name in counts)
+    cap = math.ceil(total / members * (1 + WEIGHT_SLACK)) * members
+    load = dict.fromkeys(ring.members, unsharded)
     placed: dict[str, str] = {}
-    for name in sorted(counts, key=lambda s: (-counts[s], s)):
-        weight = max(0, counts[name])
+    for name in sorted(counts, key=lambda s: (-weight(s), s)):
+        scaled = weight(name) * members
         order = ring.owners(name, members)
-        fits = [m for m in order if load[m] + weight <= cap]
+        fits = [m for m in order if load[m] + scaled <= cap]
         chosen = fits[0] if fits else min(order, key=lambda m: load[m])
         placed[name] = chosen
-        load[chosen] += weight
+        load[chosen] += scaled
     return placed
 
 

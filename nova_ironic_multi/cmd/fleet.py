@@ -12,8 +12,9 @@
 """What the operator command reads: Ironic's nodes and nova's services.
 
 The command runs where ``nova-manage`` runs (with nova's databases and the
-``[ironic]`` options in its configuration) and computes the division the
-way every nova-compute service does, from outside.
+``[ironic]`` options in its configuration) and computes the division with
+the function every nova-compute service calls (:func:`division.divide`),
+from outside.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from nova import objects
 from nova import servicegroup
 from oslo_config import cfg
 
+from nova_ironic_multi import division as division_mod
 from nova_ironic_multi import ironic
 from nova_ironic_multi import loader
 from nova_ironic_multi import membership
@@ -35,7 +37,6 @@ from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import ownership
 from nova_ironic_multi import partition
 from nova_ironic_multi import rings
-from nova_ironic_multi import sharding
 
 OBSERVER = 'nova-ironic-multi-cli'
 
@@ -102,6 +103,9 @@ class Fleet:
     client: ironic.Ironic | None = None
     #: ``GET /v1/shards`` (shard name -> node count), when read.
     shard_counts: dict[str, int] | None = None
+    #: The rings built for this view (one per member set asked about).
+    ring_cache: rings.RingCache = dataclasses.field(
+        default_factory=rings.RingCache)
 
     @property
     def unknown(self) -> list[nodeinfo.NodeInfo]:
@@ -121,24 +125,25 @@ class Fleet:
 
     @functools.cached_property
     def _ring_owners(self) -> dict[str, str]:
-        uuids = [n.uuid for n in self.in_scope]
-        select = self.ring_select()
-        return {uuid: member for member in sorted(self.members)
-                for uuid in select(uuids, member)}
+        return self.placement()
 
-    def shard_assignment(self) -> dict[str, str]:
+    def placement(self, members: frozenset[str] | set[str] | None = None
+                  ) -> dict[str, str]:
+        """In-scope node -> the member rule 2 gives it.
+
+        As the services compute it, with these members (default: the live
+        ones now).
+        """
+        return division_mod.placement(
+            self.nodes, self.members if members is None else members,
+            self.partition, self.shard_counts, self.ring_cache)
+
+    def shard_assignment(self, members: frozenset[str] | set[str] | None
+                         = None) -> dict[str, str]:
         """Shard name -> the member that lists it (``divide = shards``)."""
-        return sharding.assign(
-            self.ring, self.shard_counts or {},
-            self.partition.ring_algorithm in sharding.WEIGHTED)
-
-    def ring_select(self) -> ownership.RingSelect:
-        """Rule 2's selection, as the services make it."""
-        if not self.partition.by_shard:
-            return self.ring.select
-        return sharding.ring_select({n.uuid: n.shard for n in self.nodes},
-                                    self.shard_assignment(),
-                                    self.ring.select)
+        return division_mod.shard_assignment(
+            self.partition, self.members if members is None else members,
+            self.shard_counts, self.ring_cache)
 
     @property
     def in_scope(self) -> list[nodeinfo.NodeInfo]:
@@ -241,10 +246,11 @@ def gather(conf: cfg.ConfigOpts, shards: bool = False) -> Fleet:
     for name in live:
         hosts[name].member = True
     members = frozenset(live)
-    ring = rings.load(part.ring_algorithm, members, part.partition_exponent)
+    cache = rings.RingCache()
+    ring = cache.get(part.ring_algorithm, members, part.partition_exponent)
     fleet = Fleet(part, nodes, nova.instance_hosts, hosts, members, ring,
                   deleted_hosts=nova.deleted_hosts, client=client,
-                  shard_counts=counts)
+                  shard_counts=counts, ring_cache=cache)
     divide(fleet)
     return fleet
 
@@ -269,9 +275,11 @@ def divide(fleet: Fleet) -> None:
         host.orphaned = {n.uuid for n in fleet.in_scope
                          if n.instance_uuid in deleted[name]}
         host.managed = set()
-        if host.running:
-            division = ownership.select(fleet.nodes,
-                                        live[name] | deleted[name],
-                                        fleet.ring_select(), name,
-                                        fleet.partition.scope)
-            host.managed = set(division.owned)
+    # What each running host's period computes (inventory.Inventory).
+    divisions = division_mod.divide(
+        fleet.nodes, {name: live[name] | deleted[name]
+                      for name, host in fleet.hosts.items() if host.running},
+        fleet.members, fleet.partition, fleet.shard_counts,
+        fleet.ring_cache)
+    for name, division in divisions.items():
+        fleet.hosts[name].managed = set(division.owned)

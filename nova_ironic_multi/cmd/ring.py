@@ -23,7 +23,10 @@ from nova_ironic_multi.cmd import shards
 from nova_ironic_multi.cmd import takeover
 from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import ownership
-from nova_ironic_multi import rings
+from nova_ironic_multi import sharding
+
+#: ``ring explain`` names at most this many successors of a free node.
+SUCCESSORS = 3
 
 
 def _balance(counts: Sequence[int]) -> float | None:
@@ -181,13 +184,7 @@ def _why(fleet: fleet_mod.Fleet, node: nodeinfo.NodeInfo,
                            part.scope.describe()))
     instance = node.instance_uuid
     if instance is None:
-        rule = 'free node placed by the %s ring' % part.ring_algorithm
-        first = fleet.ring.owners(node.uuid, 1)
-        if not fleet.members:
-            rule += ' (no live member: nobody manages it)'
-        elif first and first[0] != fleet.manager(node.uuid):
-            rule += ' (its first choice %s is at capacity)' % first[0]
-        return rule
+        return _placed(fleet, node)
     if instance in fleet.instance_hosts:
         host_name = fleet.instance_hosts[instance]
         rule = ('its instance %s belongs to %s (a node with an instance '
@@ -215,6 +212,66 @@ def _why(fleet: fleet_mod.Fleet, node: nodeinfo.NodeInfo,
     return rule
 
 
+def _placed(fleet: fleet_mod.Fleet, node: nodeinfo.NodeInfo) -> str:
+    """Why rule 2 gives a free node to its manager.
+
+    Only a capped placement passes a key on from its first choice: the
+    ``balanced`` ring's node capacity, and its shard weighing; a
+    ``compatible`` placement is always its first choice.
+    """
+    part = fleet.partition
+    owner = fleet.ring_owner(node.uuid)
+    # The key the ring placed: the shard's name, or the node's UUID.
+    key = node.shard if part.by_shard and node.shard is not None else None
+    by_shard = key is not None
+    if key is not None:
+        counts = fleet.shard_counts or {}
+        rule = ('free node of shard %r, and the %s ring gives that shard '
+                'to %s' % (node.shard, part.ring_algorithm,
+                           owner or 'nobody'))
+        if part.ring_algorithm in sharding.WEIGHTED:
+            rule += (' (shards are weighed by node count: %d here, %d '
+                     'without a shard)' % (counts.get(key, 0),
+                                           counts.get(sharding.UNSHARDED,
+                                                      0)))
+    elif part.by_shard:
+        unsharded = sum(1 for n in fleet.in_scope if n.shard is None)
+        rule = ('free node without a shard: the %s ring divides the %d '
+                'node(s) in scope without a shard node by node, and gives '
+                'it to %s' % (part.ring_algorithm, unsharded,
+                              owner or 'nobody'))
+    else:
+        rule = 'free node placed by the %s ring' % part.ring_algorithm
+    if not fleet.members:
+        return rule + ' (no live member: nobody manages it)'
+    first = fleet.ring.owners(key or node.uuid, 1)
+    if first and owner is not None and first[0] != owner:
+        if by_shard:
+            rule += ('; its first choice %s had no room for the shard '
+                     'within the cap of the weighing' % first[0])
+        else:
+            rule += ' (its first choice %s is at capacity)' % first[0]
+    return rule
+
+
+def successors(fleet: fleet_mod.Fleet, node_uuid: str,
+               limit: int = SUCCESSORS) -> list[str]:
+    """Who would manage a free node if its manager left, then the next.
+
+    Each by recomputing the services' division without the members before
+    it: a capped ring or the shard weighing may not follow the ring order.
+    """
+    members = set(fleet.members)
+    current = fleet.ring_owner(node_uuid)
+    found: list[str] = []
+    while current is not None and len(found) < limit:
+        members.discard(current)
+        current = fleet.placement(members).get(node_uuid) if members else None
+        if current is not None:
+            found.append(current)
+    return found
+
+
 def explain(fleet: fleet_mod.Fleet, node_uuid: str, out: TextIO,
             fmt: str) -> int:
     node = fleet.node(node_uuid)
@@ -227,25 +284,25 @@ def explain(fleet: fleet_mod.Fleet, node_uuid: str, out: TextIO,
     owner = fleet.manager(node.uuid)
     rule = _why(fleet, node, scopes)
     if node.instance_uuid is None and ownership.in_scope(node, part.scope):
-        successors = [s for s in fleet.ring.owners(node.uuid,
-                                                   len(fleet.members))
-                      if s != owner]
+        after = successors(fleet, node.uuid)
     else:
         # A node with an instance never moves by itself (takeover moves it).
-        successors = []
+        after = []
     data: dict[str, Any] = {
         'node': node.uuid, 'owner': owner, 'reason': rule,
-        'successors': successors,
+        'successors': after,
         'provision_state': node.provision_state,
         'instance_uuid': node.instance_uuid,
-        'conductor_group': node.conductor_group}
+        'conductor_group': node.conductor_group,
+        'shard': node.shard, 'divide': part.divide}
     text = '\n'.join([
-        'Node %s (%s, conductor group %r)' % (
-            node.uuid, node.provision_state, node.conductor_group),
+        'Node %s (%s, conductor group %r%s)' % (
+            node.uuid, node.provision_state, node.conductor_group,
+            ', shard %r' % node.shard if part.by_shard else ''),
         'Managed by: %s' % (owner or 'nobody'),
         'Why: %s' % rule,
         'Takes over if it leaves, in order: %s' % (
-            ', '.join(successors) or 'nobody'),
+            ', '.join(after) or 'nobody'),
     ])
     output.emit(out, fmt, data, text)
     return 0
@@ -253,41 +310,62 @@ def explain(fleet: fleet_mod.Fleet, node_uuid: str, out: TextIO,
 
 def simulate(fleet: fleet_mod.Fleet, add: Sequence[str],
              remove: Sequence[str], out: TextIO, fmt: str) -> int:
+    """What would move, by the division the services compute.
+
+    The ring input is every node in scope, and with ``divide = shards``
+    the shards are placed again for the new members: a period's division
+    (:func:`division.divide`) with the members changed, nothing else.
+    """
     part = fleet.partition
     after_members = (set(fleet.members) |
                      {h.lower() for h in add}) - {h.lower() for h in remove}
-    before = fleet.ring.assign(fleet.free)
-    after = rings.load(part.ring_algorithm, after_members,
-                       part.partition_exponent).assign(fleet.free)
-    moved = sorted(n for n in fleet.free if before.get(n) != after.get(n))
+    free = fleet.free
+    placed_before = fleet.placement()
+    placed_after = fleet.placement(after_members)
+    before = {n: placed_before.get(n) for n in free}
+    after = {n: placed_after.get(n) for n in free}
+    moved = sorted(n for n in free if before[n] != after[n])
     hosts = sorted(set(fleet.members) | after_members)
     shares_before = collections.Counter(before.values())
     shares_after = collections.Counter(after.values())
     counts = {h: (shares_before[h], shares_after[h]) for h in hosts}
     # A newcomer takes its share of the new ring, a leaver gives up its
-    # share of the old one: no ring can move fewer nodes. (Adding a member
-    # or removing a stranger changes nothing.)
-    n_free = len(fleet.free)
+    # share of the old one: no ring can move fewer nodes. A node a leaver
+    # gives to a newcomer counts for both. (Adding a member or removing a
+    # stranger changes nothing.)
+    n_free = len(free)
     joined = after_members - set(fleet.members)
     left = set(fleet.members) - after_members
-    ideal = (n_free * len(joined) / max(1, len(after_members)) +
-             n_free * len(left) / max(1, len(fleet.members)))
+    ideal = max(n_free * len(joined) / max(1, len(after_members)),
+                n_free * len(left) / max(1, len(fleet.members)))
     data: dict[str, Any] = {
         'members_before': sorted(fleet.members),
         'members_after': sorted(after_members),
-        'free_nodes': len(fleet.free), 'moved': len(moved),
+        'divide': part.divide,
+        'free_nodes': n_free, 'moved': len(moved),
         'ideal_moved': round(ideal, 1), 'moved_nodes': moved,
         'per_host': {h: {'before': b, 'after': a}
                      for h, (b, a) in counts.items()},
     }
-    rows = [[h, b, a, '%+d' % (a - b)] for h, (b, a) in counts.items()]
-    text = '\n'.join([
+    lines = [
         'Members: %s -> %s' % (','.join(sorted(fleet.members)) or '-',
                                ','.join(sorted(after_members)) or '-'),
-        output.table(['HOST', 'FREE NOW', 'FREE AFTER', 'CHANGE'], rows),
+        output.table(['HOST', 'FREE NOW', 'FREE AFTER', 'CHANGE'],
+                     [[h, b, a, '%+d' % (a - b)]
+                      for h, (b, a) in counts.items()]),
         '%d of %d free nodes would move (about %.0f is the least any ring '
         'could move); nodes with instances never move.' % (
-            len(moved), len(fleet.free), ideal),
-    ])
-    output.emit(out, fmt, data, text)
+            len(moved), n_free, ideal),
+    ]
+    if part.by_shard:
+        shards_before = fleet.shard_assignment()
+        shards_after = fleet.shard_assignment(after_members)
+        changed = sorted(s for s in shards_before
+                         if s != sharding.UNSHARDED and
+                         shards_before[s] != shards_after.get(s))
+        data['moved_shards'] = changed
+        lines.append('divide = shards: %d shard(s) change hands, each with '
+                     'its free nodes; the nodes without a shard are divided '
+                     'node by node.' % len(changed))
+    output.emit(out, fmt, data, '\n'.join(lines))
     return 0

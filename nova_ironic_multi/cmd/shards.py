@@ -18,7 +18,9 @@ labelled unless ``--relabel-all``. Both commands first show what would
 change and which free nodes would change hands (nodes with an instance
 never do: they stay with the instance's host); ``apply`` then writes each
 label with one ``PATCH /v1/nodes/<uuid>`` (policy
-``baremetal:node:update:shard``).
+``baremetal:node:update:shard``). When some labels cannot be written,
+``apply`` says which were written and which were not, and exits non-zero;
+running it again writes the rest (a node already labelled is no change).
 """
 
 from __future__ import annotations
@@ -32,12 +34,36 @@ from oslo_config import cfg
 
 from nova_ironic_multi.cmd import fleet as fleet_mod
 from nova_ironic_multi.cmd import output
+from nova_ironic_multi import division as division_mod
 from nova_ironic_multi import ironic
+from nova_ironic_multi import partition
 from nova_ironic_multi import sharding
 
 
 class BadArgument(ValueError):
     """An argument that cannot make a plan."""
+
+
+#: The most nodes named per outcome of ``shards apply``.
+SHOWN = 20
+
+
+@dataclasses.dataclass
+class Applied:
+    """What ``shards apply`` wrote."""
+
+    #: ``(node, shard)`` written.
+    written: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    #: ``(node, shard, error)`` tried and not written (or not confirmed).
+    failed: list[tuple[str, str, str]] = dataclasses.field(
+        default_factory=list)
+    #: ``(node, shard)`` not tried: Ironic refused or stopped answering.
+    not_attempted: list[tuple[str, str]] = dataclasses.field(
+        default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.failed and not self.not_attempted
 
 
 @dataclasses.dataclass
@@ -58,23 +84,19 @@ class Plan:
 def _managers(fleet: fleet_mod.Fleet, shard_of: Mapping[str, str | None],
               counts: Mapping[str, int], by_shard: bool
               ) -> dict[str, str | None]:
-    """Free in-scope node -> its manager, as the services would divide."""
-    in_scope = [n.uuid for n in fleet.in_scope]
-    free = set(fleet.free)
-    if not by_shard:
-        placed = fleet.ring.assign(in_scope)
-        return {u: placed.get(u) for u in free}
-    assignment = sharding.assign(
-        fleet.ring, counts,
-        fleet.partition.ring_algorithm in sharding.WEIGHTED)
-    unsharded = fleet.ring.assign(
-        [u for u in in_scope if shard_of.get(u) is None])
-    found: dict[str, str | None] = {}
-    for uuid in free:
-        shard = shard_of.get(uuid)
-        found[uuid] = (unsharded.get(uuid) if shard is None
-                       else assignment.get(shard))
-    return found
+    """Free in-scope node -> its manager, as the services would divide.
+
+    :param shard_of: node -> its shard (before or after the labels).
+    :param by_shard: divide as ``divide = shards`` (else ``nodes``).
+    """
+    part = dataclasses.replace(
+        fleet.partition,
+        divide=partition.SHARDS if by_shard else partition.NODES)
+    nodes = [dataclasses.replace(n, shard=shard_of.get(n.uuid, n.shard))
+             for n in fleet.nodes]
+    placed = division_mod.placement(nodes, fleet.members, part, counts,
+                                    fleet.ring_cache)
+    return {u: placed.get(u) for u in fleet.free}
 
 
 def plan(fleet: fleet_mod.Fleet, count: int, relabel_all: bool) -> Plan:
@@ -110,9 +132,85 @@ def plan(fleet: fleet_mod.Fleet, count: int, relabel_all: bool) -> Plan:
                 moves_if_shards)
 
 
-def _describe(fleet: fleet_mod.Fleet, p: Plan, applied: bool
+def write(client: ironic.Ironic, changes: list[tuple[str, str | None, str]]
+          ) -> Applied:
+    """Write each label; go on past a node-specific failure.
+
+    A PATCH of ``/shard`` to the same value is no change, so a label whose
+    answer was lost is safely written again by the next run.
+    """
+    done = Applied()
+    for i, (uuid, _, target) in enumerate(changes):
+        try:
+            client.patch(uuid, [{'op': 'add', 'path': '/shard',
+                                 'value': target}])
+        except (ironic.NodeNotFound, ironic.Conflict) as e:
+            # This node only: deleted since the listing, or still locked
+            # after the retries. The others may be labelled.
+            done.failed.append((uuid, target, str(e)))
+        except ironic.IronicError as e:
+            # Ironic or Keystone is not answering, or refuses this kind of
+            # request (policy, API version): every next PATCH would fail
+            # alike, after its retries.
+            done.failed.append((uuid, target, str(e)))
+            done.not_attempted = [(u, t) for u, _, t in changes[i + 1:]]
+            break
+        else:
+            done.written.append((uuid, target))
+    return done
+
+
+def _some(nodes: list[str]) -> str:
+    shown = ', '.join(nodes[:SHOWN])
+    if len(nodes) > SHOWN:
+        shown += ' ... and %d more' % (len(nodes) - SHOWN)
+    return shown
+
+
+def _outcome(p: Plan, done: Applied) -> tuple[dict[str, Any], list[str]]:
+    """What ``apply`` wrote and did not, each list bounded to SHOWN."""
+    data = {
+        'written': len(done.written),
+        'written_nodes': [u for u, _ in done.written[:SHOWN]],
+        'not_written': len(done.failed),
+        'not_written_nodes': [{'node': u, 'to': t, 'error': e}
+                              for u, t, e in done.failed[:SHOWN]],
+        'not_attempted': len(done.not_attempted),
+        'not_attempted_nodes': [u for u, _ in done.not_attempted[:SHOWN]],
+    }
+    if done.complete:
+        return data, []
+    text = ['', 'FAILED: %d of %d label(s) written, %d not written, %d not '
+            'attempted.' % (len(done.written), len(p.changes),
+                            len(done.failed), len(done.not_attempted))]
+    if done.written:
+        text.append('Written (%d): %s' % (
+            len(done.written), _some([u for u, _ in done.written])))
+    text.append('Not written (%d; Ironic refused or did not answer):'
+                % len(done.failed))
+    text += ['  %s -> %s: %s' % f for f in done.failed[:SHOWN]]
+    if len(done.failed) > SHOWN:
+        text.append('  ... and %d more' % (len(done.failed) - SHOWN))
+    if done.not_attempted:
+        text.append('Not attempted (%d; the last error would repeat): %s'
+                    % (len(done.not_attempted),
+                       _some([u for u, _ in done.not_attempted])))
+    text.append('The hand-overs above assume every label; only the '
+                'written ones take effect. Run "shards apply" again with '
+                'the same arguments to write the rest: it reads every node '
+                'again and skips the ones already labelled.')
+    return data, text
+
+
+def _describe(fleet: fleet_mod.Fleet, p: Plan, done: Applied | None
               ) -> tuple[dict[str, Any], str]:
-    verb = 'Labelled' if applied else 'Would label'
+    applied = done is not None
+    if done is None:
+        verb = 'Would label'
+    elif done.complete:
+        verb = 'Labelled'
+    else:
+        verb = 'Labelled %d of' % len(done.written)
     unsharded = sum(1 for n in fleet.in_scope if n.shard is None)
     data: dict[str, Any] = {
         'count': p.count, 'relabel_all': p.relabel_all,
@@ -124,7 +222,7 @@ def _describe(fleet: fleet_mod.Fleet, p: Plan, applied: bool
         'shards_after': p.after,
         'free_nodes_changing_hands': [
             {'node': u, 'from': a, 'to': b} for u, a, b in p.moves],
-        'applied': applied,
+        'applied': done is not None and done.complete,
     }
     if p.moves_if_shards is not None:
         data['free_nodes_changing_hands_with_divide_shards'] = len(
@@ -141,10 +239,16 @@ def _describe(fleet: fleet_mod.Fleet, p: Plan, applied: bool
     ]
     if p.changes:
         by_target = collections.Counter(n for _, _, n in p.changes)
-        text += ['', output.table(
-            ['SHARD', 'NODES AFTER', 'LABELLED NOW'],
-            [[s, p.after.get(s, 0), by_target.get(s, 0)]
-             for s in sorted(set(p.after) | set(by_target))])]
+        headers = ['SHARD', 'NODES AFTER', 'LABELLED NOW']
+        names = sorted(set(p.after) | set(by_target))
+        rows: list[list[Any]] = [[s, p.after.get(s, 0), by_target.get(s, 0)]
+                                 for s in names]
+        if done is not None and not done.complete:
+            headers = ['SHARD', 'NODES AFTER', 'TO LABEL', 'WRITTEN']
+            written = collections.Counter(t for _, t in done.written)
+            rows = [r + [written.get(s, 0)]
+                    for r, s in zip(rows, names, strict=True)]
+        text += ['', output.table(headers, rows)]
     text.append('')
     if moved:
         text.append(output.table(
@@ -162,6 +266,10 @@ def _describe(fleet: fleet_mod.Fleet, p: Plan, applied: bool
     if not applied and p.changes:
         text.append('Nothing written: run "shards apply" with the same '
                     'arguments to write these labels.')
+    if done is not None:
+        result, lines = _outcome(p, done)
+        data.update(result)
+        text += lines
     return data, '\n'.join(text)
 
 
@@ -172,14 +280,10 @@ def run(conf: cfg.ConfigOpts, action: str, count: int, relabel_all: bool,
         raise BadArgument('--count must be at least 1, got %d' % count)
     fleet = fleet_mod.gather(conf, shards=True)
     p = plan(fleet, count, relabel_all)
-    if action == 'apply':
-        client = ironic.Ironic(conf)
-        for uuid, _, target in p.changes:
-            client.patch(uuid, [{'op': 'add', 'path': '/shard',
-                                 'value': target}])
-    data, text = _describe(fleet, p, action == 'apply')
+    done = write(ironic.Ironic(conf), p.changes) if action == 'apply' else None
+    data, text = _describe(fleet, p, done)
     output.emit(out, fmt, data, text)
-    return 0
+    return 0 if done is None or done.complete else 1
 
 
 def section(fleet: fleet_mod.Fleet) -> tuple[dict[str, Any], str]:

@@ -13,11 +13,14 @@
 
 from __future__ import annotations
 
+import random
+import uuid
 
 import fixtures
 from nova import objects
 from nova import test
 
+from nova_ironic_multi import ironic
 from nova_ironic_multi import rings
 from nova_ironic_multi import sharding
 from nova_ironic_multi import states
@@ -240,6 +243,53 @@ class ShardDivisionTest(base.DriverTestCase):
         self.assertEqual(before, self.period())
 
 
+class ShardBalanceTest(base.DriverTestCase):
+    """The balanced ring's hosts manage about as many nodes each.
+
+    Counting the nodes without a shard, which the node ring divides among
+    them.
+    """
+
+    def setUp(self) -> None:
+        super().setUp()
+        for host in HOSTS:
+            self.make_service(host)
+        self.drivers = self.fleet_drivers(HOSTS)
+        self.flags(divide='shards', ring_algorithm='balanced',
+                   group='ironic_multi')
+        self.rng = random.Random(20)
+
+    def enroll(self, count: int, shard: str | None = None) -> None:
+        for _ in range(count):
+            self.ironic.add_node(
+                str(uuid.UUID(int=self.rng.getrandbits(128), version=4)),
+                shard=shard)
+
+    def assert_balanced(self) -> None:
+        for _ in range(2):      # cold (whole scope), then warm (shards)
+            totals = {h: len(self.drivers[h].get_available_nodes())
+                      for h in HOSTS}
+            self.assertEqual(len(self.ironic.nodes), sum(totals.values()))
+            mean = len(self.ironic.nodes) / len(HOSTS)
+            for host, total in totals.items():
+                self.assertLessEqual(abs(total - mean), 0.05 * mean,
+                                     '%s: %s' % (host, totals))
+
+    def test_nodes_without_a_shard_are_not_a_shard(self) -> None:
+        # Issue 20.6: 9 shards of 100 and 300 nodes without a shard gave
+        # 499 / 198 / 503 nodes instead of about 400 each.
+        for i in range(9):
+            self.enroll(100, 'rack-%d' % i)
+        self.enroll(300)
+        self.assert_balanced()
+
+    def test_skewed_shards_with_nodes_without_a_shard(self) -> None:
+        for i, size in enumerate((240, 120, 120, 60, 60, 60, 30, 30)):
+            self.enroll(size, 'rack-%d' % i)
+        self.enroll(300)
+        self.assert_balanced()
+
+
 class ShardAssignmentTest(test.NoDBTestCase):
 
     def test_compatible_places_shard_names_like_nodes(self) -> None:
@@ -260,6 +310,16 @@ class ShardAssignmentTest(test.NoDBTestCase):
             load[host] += counts[shard]
         self.assertLessEqual(max(load.values()), 90)
         self.assertEqual(270, sum(load.values()))
+
+    def test_unsharded_count_has_no_weight_but_its_name_an_owner(
+            self) -> None:
+        # 'None' also names a shard really called so: it keeps an owner.
+        self.assertEqual(ironic.UNSHARDED, sharding.UNSHARDED)
+        ring = rings.load('balanced', HOSTS, 5)
+        counts = {sharding.UNSHARDED: 600, 'a': 200, 'b': 200, 'c': 200}
+        placed = sharding.assign(ring, counts, weighted=True)
+        self.assertEqual(set(counts), set(placed))
+        self.assertEqual(3, len({placed[s] for s in 'abc'}))
 
     def test_no_members_no_shards(self) -> None:
         ring = rings.load('compatible', [], 5)
