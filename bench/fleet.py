@@ -36,9 +36,10 @@ is what issue 14 asks of the division: the union equals the other modes'
 and no node is managed twice.
 
 The 10^5-node, 100-host figures are extrapolated from the measured costs:
-Ironic CPU per listed node and per request, and host wall per listed node
-and per request, fitted on the in-tree and the shard runs (the nodes a host
-listed are counted in Ironic's answers, not taken from what it manages).
+this driver's Ironic CPU and host wall per listed node and per request,
+fitted by least squares on its hosts' runs in both modes (the nodes a host
+listed are counted in Ironic's answers, not taken from what it manages),
+against the in-tree driver's per listed node.
 The slowest host is the one with the largest share as the compatible ring
 really assigns the shards, not an even split. The contenders run in one
 order at the first C and in the reverse order at the next. A target is met
@@ -213,32 +214,54 @@ def check_division(periods: dict[str, Period]) -> list[str]:
 
 @dataclasses.dataclass
 class Costs:
-    """Fitted per-node and per-request costs (seconds)."""
+    """Fitted costs (seconds).
+
+    This driver's per listed node and per request; the in-tree driver's
+    per listed node (one full listing).
+    """
 
     cpu_node: float
     cpu_request: float
     wall_node: float
     wall_request: float
+    intree_cpu_node: float
+    intree_wall_node: float
+
+
+def _least_squares(rows: list[tuple[int, int, float]]) -> tuple[float, float]:
+    """``y = a * listed + b * requests`` by least squares, ``b >= 0``."""
+    sll = sum(float(n) * n for n, _, _ in rows)
+    srr = sum(float(r) * r for _, r, _ in rows)
+    slr = sum(float(n) * r for n, r, _ in rows)
+    sly = sum(n * y for n, _, y in rows)
+    sry = sum(r * y for _, r, y in rows)
+    det = sll * srr - slr * slr
+    if det > 0:
+        a, b = (sly * srr - sry * slr) / det, (sry * sll - sly * slr) / det
+        if b >= 0:
+            return a, b
+    return sly / sll, 0.0
 
 
 def fit(periods: list[Period]) -> Costs:
-    """Per-node and per-request costs.
+    """Per listed node and per request costs.
 
-    Per listed node from the in-tree runs (one full listing a host); per
-    request from what the shard runs spent beyond the nodes they listed
-    (their shards' and every node without a shard, not only the nodes
-    they manage).
+    This driver's come from its own runs, both modes, host by host, fitted
+    on the nodes each host listed (its shards' and every node without a
+    shard, not only the nodes it manages) and its requests. The in-tree
+    driver's cost per listed node (it asks Ironic for more fields, through
+    openstacksdk) makes the "one full listing" and the in-tree host wall
+    that the ratios divide by.
     """
+    ours = [r for p in periods if p.mode in (NODES, SHARDS) for r in p.runs]
     intree = [r for p in periods if p.mode == INTREE for r in p.runs]
-    shard = [r for p in periods if p.mode == SHARDS for r in p.runs]
-    cpu_node = statistics.median(r.server_cpu / r.listed for r in intree)
-    wall_node = statistics.median(r.wall / r.listed for r in intree)
-    extra_cpu = [max(0.0, r.server_cpu - cpu_node * r.listed) / r.requests
-                 for r in shard if r.requests]
-    extra_wall = [max(0.0, r.wall - wall_node * r.listed) / r.requests
-                  for r in shard if r.requests]
-    return Costs(cpu_node, statistics.median(extra_cpu), wall_node,
-                 statistics.median(extra_wall))
+    cpu_node, cpu_request = _least_squares(
+        [(r.listed, r.requests, r.server_cpu) for r in ours])
+    wall_node, wall_request = _least_squares(
+        [(r.listed, r.requests, r.wall) for r in ours])
+    return Costs(cpu_node, cpu_request, wall_node, wall_request,
+                 statistics.median(r.server_cpu / r.listed for r in intree),
+                 statistics.median(r.wall / r.listed for r in intree))
 
 
 @dataclasses.dataclass
@@ -304,8 +327,8 @@ def extrapolate(costs: Costs, nodes: int, hosts: int, shards: int,
              costs.wall_request * n for s, n in zip(every, requests,
                                                     strict=True)]
     slowest = max(range(hosts), key=walls.__getitem__)
-    return Extrapolation(fleet_cpu / (costs.cpu_node * nodes),
-                         walls[slowest] / (costs.wall_node * nodes),
+    return Extrapolation(fleet_cpu / (costs.intree_cpu_node * nodes),
+                         walls[slowest] / (costs.intree_wall_node * nodes),
                          every[slowest], sum(1 for s in every
                                              if not s.shards),
                          listed, sum(requests))
@@ -424,15 +447,18 @@ def main(argv: list[str]) -> int:
         print('  ' + line)
     costs = fit(periods)
     x = extrapolate(costs, 10 ** 5, 100, args.shards, args.unsharded)
-    print('  Extrapolated to 10^5 nodes and 100 hosts (Ironic CPU %.2f ms '
-          'a listed node and %.1f ms a request; host wall %.2f ms a listed '
-          'node and %.1f ms a request): %d nodes listed and %d requests a '
-          'period; shards fleet Ironic CPU %.2f x one full listing '
-          '(in-tree: 100 x); the compatible ring gives %d hosts no shard '
-          'and the largest share %d shards (%d nodes, plus %d without a '
-          'shard): slowest host wall %.3f x in-tree.'
+    print('  Extrapolated to 10^5 nodes and 100 hosts (this driver: Ironic '
+          'CPU %.3f ms a listed node and %.1f ms a request, host wall %.3f '
+          'ms a listed node and %.1f ms a request; in-tree: Ironic CPU %.3f '
+          'ms and host wall %.3f ms a listed node): %d nodes listed and %d '
+          'requests a period; shards fleet Ironic CPU %.2f x one full '
+          'listing (in-tree: 100 x); the compatible ring gives %d hosts no '
+          'shard and the largest share %d shards (%d nodes, plus %d without'
+          ' a shard): slowest host wall %.3f x in-tree.'
           % (costs.cpu_node * 1e3, costs.cpu_request * 1e3,
-             costs.wall_node * 1e3, costs.wall_request * 1e3, x.listed,
-             x.requests, x.cpu_ratio, x.empty_hosts, x.largest.shards,
-             x.largest.nodes, args.unsharded, x.wall_ratio))
+             costs.wall_node * 1e3, costs.wall_request * 1e3,
+             costs.intree_cpu_node * 1e3, costs.intree_wall_node * 1e3,
+             x.listed, x.requests, x.cpu_ratio, x.empty_hosts,
+             x.largest.shards, x.largest.nodes, args.unsharded,
+             x.wall_ratio))
     return 0
