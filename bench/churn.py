@@ -112,8 +112,10 @@ def run(n_nodes: int, n_hosts: int, algorithm: str, free_only: bool,
         node = rnd.choice(candidates)
         if booting:   # nova places the server on the node's manager
             node.instance_uuid = 'boot-%d' % step
-            owner[node.instance_uuid] = before.managers.get(
-                node.uuid, rnd.choice(members))
+            manager = before.managers.get(node.uuid)
+            if manager is None:   # claimed twice or by nobody (counted)
+                manager = rnd.choice(members)
+            owner[node.instance_uuid] = manager
         else:
             owner.pop(node.instance_uuid or '')
             node.instance_uuid = None
