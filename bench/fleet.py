@@ -412,6 +412,7 @@ def main(argv: list[str]) -> int:
         scale.configure_drivers(ironic.url)
         nim_conf.register_opts(CONF)
         counter = scale.HttpCounter()
+        counter.keep_listings = True
         bench = scale.Bench(ironic, nova, counter)
         every = list(nova.services)
         with counter.installed():

@@ -127,8 +127,10 @@ class HttpCounter:
     def __init__(self) -> None:
         self.count = 0
         self.seconds = 0.0
-        #: Answers to node listings, read (after the timed call) to count
-        #: the nodes Ironic listed.
+        #: Keep the answers to node listings, read after the timed call to
+        #: count the nodes Ironic listed (bench fleet). Off by default: the
+        #: kept pages would add to the peak memory of a traced call.
+        self.keep_listings = False
         self.listings: list[requests.Response] = []
 
     def reset(self) -> None:
@@ -155,7 +157,8 @@ class HttpCounter:
             finally:
                 counter.seconds += time.perf_counter() - started
             path = parse.urlsplit(request.url or '').path.rstrip('/')
-            if request.method == 'GET' and path.endswith(LISTINGS):
+            if (counter.keep_listings and request.method == 'GET' and
+                    path.endswith(LISTINGS)):
                 counter.listings.append(response)
             return response
 
