@@ -1,30 +1,286 @@
-"""Sum pytest's final summary lines in a log: print "N passed, N failed".
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Judge a CI log: every tier the test command runs ran, and passed.
 
-Exit status 1 when no test ran or any failed or errored.
+Usage: summarize.py LOG --command TEST_COMMAND [--tox-ini tox.ini]
+
+The expected runs come from tox.ini: every pytest command of every tox
+environment the test command names (``-e a,b``, else tox's envlist), each
+labelled ``tier/mode`` (the tier is the ``nova_ironic_multi.tests.TIER``
+package it names; the mode is eventlet unless the command's environment sets
+``OS_NOVA_DISABLE_EVENTLET_PATCHING`` to a true value, as nova's test
+packages decide). Each pytest run of the suite prints, just before its
+summary, ``nova-ironic-multi pytest run: tier/mode``
+(``nova_ironic_multi/tests/conftest.py``). A run is good when that line is
+followed by a pytest summary with tests passed and none failed or in
+error.
+
+Prints one line per expected run, a line for each problem (a run with no
+summary, one that ran no test, one that failed), and ends with
+``N passed, N failed``: the tests of every labelled run, plus one failure for
+each expected run that is missing or ran no test, so the last line cannot
+look green when a tier did not run. Exit status 0 only when every expected
+run is good.
 """
 
+from __future__ import annotations
+
+import argparse
+import configparser
+import dataclasses
 import re
+import shlex
 import sys
 
-SUMMARY = re.compile(r'^=+ (?P<body>.*\bin [0-9.]+s.*) =+$')
-COUNT = re.compile(r'(\d+) (passed|failed|errors?|xpassed)')
+#: What nova_ironic_multi/tests/run_label.py prints (a unit test keeps the
+#: two equal; this script runs without the package installed).
+MARKER = 'nova-ironic-multi pytest run: '
+TIER = re.compile(r'nova_ironic_multi[./]tests[./](\w+)')
+MODE_VARIABLE = 'OS_NOVA_DISABLE_EVENTLET_PATCHING'
+
+ANSI = re.compile(r'\x1b\[[0-9;]*[A-Za-z]')
+# pytest's last line: "==== 3 failed, 5 passed in 1.23s ====", "no tests ran
+# in 0.01s", or the same without the rule under -q.
+SUMMARY = re.compile(
+    r'^=*\s*(?P<body>(?:no tests ran|\d+ [a-z]+(?:, \d+ [a-z]+)*)'
+    r' in [0-9.]+s\b.*?)\s*=*$')
+COUNT = re.compile(r'(\d+) ([a-z]+)')
+PASSED = ('passed', 'xpassed')
+FAILED = ('failed', 'error', 'errors')
+SUBSTITUTION = re.compile(r'\{\[([^\]]+)\]([^}]+)\}')
 
 
-def main(path: str) -> int:
-    passed = failed = 0
-    with open(path, errors='replace') as f:
-        for line in f:
-            m = SUMMARY.match(line.strip())
-            if not m:
+class ToxIniError(Exception):
+    """tox.ini cannot be read for the runs it makes."""
+
+
+# What the command runs -----------------------------------------------------
+
+def tox_envs(command: str, ini: configparser.ConfigParser) -> list[str]:
+    """The tox environments ``command`` runs, in order."""
+    words = shlex.split(command.replace('&&', ' && '))
+    for i, word in enumerate(words):
+        if word in ('-e', '--env') and i + 1 < len(words):
+            value = words[i + 1]
+        elif word.startswith('-e') and len(word) > 2 and '=' not in word:
+            value = word[2:]
+        elif word.startswith('--env='):
+            value = word[len('--env='):]
+        else:
+            continue
+        return [e.strip() for e in value.split(',') if e.strip()]
+    envlist = ini.get('tox', 'envlist', fallback='')
+    return [e.strip() for e in re.split(r'[,\s]+', envlist) if e.strip()]
+
+
+def _value(ini: configparser.ConfigParser, env: str, key: str,
+           depth: int = 0) -> str:
+    """A key of ``[testenv:env]``, else of ``[testenv]``, substituted."""
+    section = 'testenv:%s' % env
+    for name in (section, 'testenv'):
+        if ini.has_option(name, key):
+            return _substitute(ini, ini.get(name, key), depth)
+    return ''
+
+
+def _substitute(ini: configparser.ConfigParser, text: str,
+                depth: int) -> str:
+    if depth > 10:
+        raise ToxIniError('tox.ini: substitutions nest too deep')
+
+    def one(m: re.Match[str]) -> str:
+        section, key = m.group(1), m.group(2)
+        if not ini.has_option(section, key):
+            raise ToxIniError('tox.ini: {[%s]%s} is not set' % (section, key))
+        return _substitute(ini, ini.get(section, key), depth + 1)
+
+    return SUBSTITUTION.sub(one, text)
+
+
+def _lines(value: str) -> list[str]:
+    joined = re.sub(r'\\\n\s*', ' ', value)
+    return [line.strip() for line in joined.splitlines()
+            if line.strip() and not line.strip().startswith('#')]
+
+
+def _setenv(ini: configparser.ConfigParser, env: str) -> dict[str, str]:
+    out = {}
+    for line in _lines(_value(ini, env, 'setenv')):
+        key, sep, value = line.partition('=')
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def _is_pytest(words: list[str]) -> bool:
+    return any(w == 'pytest' or w.endswith('/pytest') or
+               (w == '-m' and i + 1 < len(words) and
+                words[i + 1] == 'pytest')
+               for i, w in enumerate(words))
+
+
+def _test_arguments(words: list[str]) -> list[str]:
+    """The words of a command that are not plugin names (``-p NAME``)."""
+    out, skip = [], False
+    for word in words:
+        if skip:
+            skip = False
+        elif word == '-p':
+            skip = True
+        elif not word.startswith('-p'):
+            out.append(word)
+    return out
+
+
+def expected_runs(ini: configparser.ConfigParser,
+                  envs: list[str]) -> list[str]:
+    """``tier/mode`` of every pytest command of ``envs``, in order."""
+    labels = []
+    for env in envs:
+        environ = _setenv(ini, env)
+        for command in _lines(_value(ini, env, 'commands')):
+            words = shlex.split(command)
+            if not _is_pytest(words):
                 continue
-            for n, kind in COUNT.findall(m.group('body')):
-                if kind in ('passed', 'xpassed'):
-                    passed += int(n)
-                else:
-                    failed += int(n)
+            run_environ = dict(environ)
+            if words and words[0] == 'env':
+                for word in words[1:]:
+                    key, sep, value = word.partition('=')
+                    if not sep:
+                        break
+                    run_environ[key] = value
+            tiers = sorted({m.group(1) for w in _test_arguments(words)
+                            for m in TIER.finditer(w)})
+            if not tiers:
+                raise ToxIniError(
+                    'tox.ini [testenv:%s]: cannot tell which tier "%s" runs:'
+                    ' name it as --pyargs nova_ironic_multi.tests.TIER'
+                    % (env, command))
+            threading = run_environ.get(MODE_VARIABLE, '').lower() in (
+                '1', 'true', 'yes')
+            labels.append('%s/%s' % ('+'.join(tiers),
+                                     'threading' if threading else
+                                     'eventlet'))
+    return labels
+
+
+# What the log says ---------------------------------------------------------
+
+@dataclasses.dataclass
+class Run:
+    label: str
+    summary: str | None = None
+    passed: int = 0
+    failed: int = 0
+
+
+def read_runs(lines: list[str]) -> tuple[list[Run], int]:
+    """Each labelled run with the first pytest summary after its label.
+
+    Also returns how many summaries had no label before them.
+    """
+    runs: list[Run] = []
+    pending: Run | None = None
+    unlabelled = 0
+    for raw in lines:
+        line = ANSI.sub('', raw).strip()
+        if line.startswith(MARKER):
+            if pending is not None:
+                runs.append(pending)
+            pending = Run(line[len(MARKER):].strip())
+            continue
+        m = SUMMARY.match(line)
+        if not m:
+            continue
+        if pending is None:
+            unlabelled += 1
+            continue
+        pending.summary = m.group('body')
+        for n, kind in COUNT.findall(m.group('body')):
+            if kind in PASSED:
+                pending.passed += int(n)
+            elif kind in FAILED:
+                pending.failed += int(n)
+        runs.append(pending)
+        pending = None
+    if pending is not None:
+        runs.append(pending)
+    return runs, unlabelled
+
+
+def judge(expected: list[str],
+          runs: list[Run]) -> tuple[list[str], list[str], int, int]:
+    """(lines per run, problems, passed, failed)."""
+    left = list(runs)
+    report, problems = [], []
+    passed = sum(r.passed for r in runs if r.summary is not None)
+    failed = sum(r.failed for r in runs if r.summary is not None)
+    for label in expected:
+        run = next((r for r in left if r.label == label), None)
+        if run is not None:
+            left.remove(run)
+        if run is None or run.summary is None:
+            problems.append(
+                '%s: no pytest summary: the run crashed or never started '
+                '(read its output above)' % label)
+            report.append('%-24s missing' % label)
+            failed += 1
+            continue
+        report.append('%-24s %s' % (label, run.summary))
+        if run.failed:
+            problems.append('%s: %d failed or in error' % (label, run.failed))
+        elif not run.passed:
+            problems.append('%s: no test passed (%s)' % (label, run.summary))
+            failed += 1
+    for run in left:
+        report.append('%-24s %s (not expected)' % (
+            run.label, run.summary or 'no summary'))
+    return report, problems, passed, failed
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog='summarize.py')
+    parser.add_argument('log')
+    parser.add_argument('--command', required=True,
+                        help="the README's test command, as .ci/run ran it")
+    parser.add_argument('--tox-ini', default='tox.ini')
+    args = parser.parse_args(argv)
+    ini = configparser.ConfigParser(interpolation=None)
+    try:
+        with open(args.tox_ini) as f:
+            ini.read_file(f)
+        expected = expected_runs(ini, tox_envs(args.command, ini))
+    except (OSError, configparser.Error, ToxIniError) as e:
+        print('summarize: %s' % e)
+        print('0 passed, 1 failed')
+        return 1
+    with open(args.log, errors='replace') as f:
+        runs, unlabelled = read_runs(f.read().splitlines())
+    report, problems, passed, failed = judge(expected, runs)
+    print('summarize: %d pytest runs expected from %s (%s)' % (
+        len(expected), args.tox_ini, ', '.join(expected) or 'none'))
+    for line in report:
+        print('  ' + line)
+    if unlabelled:
+        print('summarize: ignored %d pytest summaries without a run label'
+              % unlabelled)
+    if not expected:
+        problems.append('the command runs no pytest command of tox.ini')
+        failed += 1
+    for problem in problems:
+        print('summarize: FAILED %s' % problem)
     print('%d passed, %d failed' % (passed, failed))
-    return 0 if passed and not failed else 1
+    return 0 if passed and not failed and not problems else 1
 
 
 if __name__ == '__main__':
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1:]))

@@ -18,7 +18,9 @@ rebalance bugs lived in. The target is none, at 10^3 nodes / 10 hosts and
 division. Shown side by side: the division the driver makes (the ring
 divides every node in scope, ``ownership.select``) and the one it made
 before (the ring saw only the free nodes), with the free-node balance
-(largest share of free nodes over the mean) of each.
+(largest share of free nodes over the mean) of each, and the free nodes
+that two hosts claimed or none did, counted at every step (each would be a
+compute node reported twice, or by nobody).
 
 Usage: ``tox -e bench -- churn [--steps 50]``.
 """
@@ -26,8 +28,10 @@ Usage: ``tox -e bench -- churn [--steps 50]``.
 from __future__ import annotations
 
 import argparse
+import collections
 import random
 import sys
+from typing import NamedTuple
 
 from bench import common
 from nova_ironic_multi import ownership
@@ -47,27 +51,49 @@ class Node:
         self.shard: str | None = None
 
 
+class Division(NamedTuple):
+    #: free node -> its one manager (nodes with none or several left out)
+    managers: dict[str, str]
+    #: free nodes two or more hosts claimed, and free nodes nobody claimed
+    doubled: int
+    unmanaged: int
+
+
 def division(nodes: list[Node], owner: dict[str, str], ring: rings.Ring,
-             members: list[str], free_only: bool) -> dict[str, str]:
-    """free node -> manager, over every host's ``ownership.select``."""
+             members: list[str], free_only: bool) -> Division:
+    """Who manages each free node, over every host's ``ownership.select``.
+
+    Every claim is kept: a node two hosts claim is counted, never settled
+    in favour of the first host asked.
+    """
     def ring_select(uuids: list[str], me: str) -> list[str]:
         if free_only:   # the previous behaviour: the ring saw free nodes
             uuids = [n.uuid for n in nodes if n.instance_uuid is None]
         return ring.select(uuids, me)
 
-    managers: dict[str, str] = {}
+    claims: dict[str, set[str]] = collections.defaultdict(set)
     for host in members:
         mine = {i for i, h in owner.items() if h == host}
         for u in ownership.select(nodes, mine, ring_select, host,
                                   partition.Scope()).owned:
-            managers.setdefault(u, host)
-    return {n.uuid: managers[n.uuid] for n in nodes
-            if n.instance_uuid is None}
+            claims[u].add(host)
+    free = [n.uuid for n in nodes if n.instance_uuid is None]
+    return Division(
+        {u: next(iter(claims[u])) for u in free if len(claims[u]) == 1},
+        sum(1 for u in free if len(claims[u]) > 1),
+        sum(1 for u in free if not claims[u]))
+
+
+class Result(NamedTuple):
+    moved: float       # other free nodes moved per boot or delete
+    steps: int
+    p2m: float         # free-node balance at the end
+    doubled: int       # free nodes claimed by two hosts, over all steps
+    unmanaged: int     # free nodes claimed by none, over all steps
 
 
 def run(n_nodes: int, n_hosts: int, algorithm: str, free_only: bool,
-        steps: int) -> tuple[float, int, float]:
-    """(other nodes moved per boot or delete, steps, free p2m at the end)"""
+        steps: int) -> Result:
     rnd = random.Random(34)
     members = ['compute-%04d' % i for i in range(n_hosts)]
     ring = rings.load(algorithm, members, 5)
@@ -77,6 +103,7 @@ def run(n_nodes: int, n_hosts: int, algorithm: str, free_only: bool,
         node.instance_uuid = 'seed-%d' % i
         owner[node.instance_uuid] = rnd.choice(members)
     before = division(nodes, owner, ring, members, free_only)
+    doubled, unmanaged = before.doubled, before.unmanaged
     moved = 0
     for step in range(2 * steps):
         booting = step < steps
@@ -85,20 +112,25 @@ def run(n_nodes: int, n_hosts: int, algorithm: str, free_only: bool,
         node = rnd.choice(candidates)
         if booting:   # nova places the server on the node's manager
             node.instance_uuid = 'boot-%d' % step
-            owner[node.instance_uuid] = before[node.uuid]
+            manager = before.managers.get(node.uuid)
+            if manager is None:   # claimed twice or by nobody (counted)
+                manager = rnd.choice(members)
+            owner[node.instance_uuid] = manager
         else:
             owner.pop(node.instance_uuid or '')
             node.instance_uuid = None
         after = division(nodes, owner, ring, members, free_only)
-        moved += sum(1 for u, h in after.items()
-                     if u != node.uuid and before.get(u, h) != h)
+        doubled += after.doubled
+        unmanaged += after.unmanaged
+        moved += sum(1 for u, h in after.managers.items()
+                     if u != node.uuid and before.managers.get(u, h) != h)
         before = after
     shares = [0] * n_hosts
     index = {m: i for i, m in enumerate(members)}
-    for host in before.values():
+    for host in before.managers.values():
         shares[index[host]] += 1
-    p2m = max(shares) / (len(before) / n_hosts)
-    return moved / (2 * steps), 2 * steps, p2m
+    p2m = max(shares) / (len(before.managers) / n_hosts)
+    return Result(moved / (2 * steps), 2 * steps, p2m, doubled, unmanaged)
 
 
 def main(argv: list[str]) -> int:
@@ -111,21 +143,26 @@ def main(argv: list[str]) -> int:
     for n_nodes, n_hosts in SIZES:
         for algorithm in ('compatible', 'balanced'):
             for free_only in (True, False):
-                per, steps, p2m = run(n_nodes, n_hosts, algorithm, free_only,
-                                      args.steps)
+                r = run(n_nodes, n_hosts, algorithm, free_only, args.steps)
                 label = 'before (free nodes)' if free_only else (
                     'now (every node in scope)')
                 rows.append(['%.0e' % n_nodes, str(n_hosts), algorithm,
-                             label, str(steps), '%.2f' % per, '%.3f' % p2m])
+                             label, str(r.steps), '%.2f' % r.moved,
+                             '%.3f' % r.p2m, str(r.doubled),
+                             str(r.unmanaged)])
                 if not free_only:
-                    verdicts.append('%s %.0e x %d: %.2f other nodes moved '
-                                    'per boot or delete (target 0) %s' % (
-                                        algorithm, n_nodes, n_hosts, per,
-                                        'met' if per == 0 else 'MISSED'))
+                    ok = r.moved == 0 and not r.doubled and not r.unmanaged
+                    verdicts.append(
+                        '%s %.0e x %d: %.2f other nodes moved per boot or '
+                        'delete (target 0), %d free nodes claimed twice and '
+                        '%d by nobody over all steps (target 0) %s' % (
+                            algorithm, n_nodes, n_hosts, r.moved, r.doubled,
+                            r.unmanaged, 'met' if ok else 'MISSED'))
                 print('  %s %s done' % (algorithm, label), file=sys.stderr,
                       flush=True)
     print(common.table(['nodes', 'hosts', 'ring', 'ring input', 'steps',
-                        'moved/step', 'free p2m'], rows))
+                        'moved/step', 'free p2m', 'claimed twice',
+                        'unmanaged'], rows))
     print()
     print('Targets (issue 12 item 5):')
     for v in verdicts:

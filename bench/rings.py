@@ -14,7 +14,7 @@
 For each size (nodes x hosts) and algorithm, in one run:
 
 * build  -- building the ring for a member set (cached per member set in
-  the driver, so reported apart);
+  the driver, so reported apart), median of several runs;
 * own    -- one host working out the nodes it manages (what every service
   does every period), median of several runs, and its ratio to tooz's
   ``HashRing(members, partitions=32)`` doing the same the way nova's
@@ -22,7 +22,9 @@ For each size (nodes x hosts) and algorithm, in one run:
 * p2m    -- the largest share over the mean share;
 * join / leave -- nodes that change hands when one host joins or leaves,
   over the ideal (nodes / hosts);
-* mem    -- peak memory traced while building and selecting.
+* mem    -- peak memory traced while building and selecting, in one more
+  run of each: no timed run is traced, for tooz or for this package's
+  rings, since tracing slows tooz's allocation-heavy lookups about 3x.
 
 Usage: ``tox -e bench -- rings [--quick] [--sizes 1e5x100,1e6x1000]``.
 """
@@ -87,11 +89,13 @@ def run_size(n_nodes: int, n_hosts: int, nodes: list[str],
     results: list[dict[str, Any]] = []
     tooz_base: dict[str, str] = {}
     for algorithm in ('tooz',) + ALGORITHMS:
-        built = common.measure(functools.partial(build, algorithm, members))
+        # Every ring, tooz's included, is timed the same way: the median
+        # of untraced runs (memory comes from one more, traced, run).
+        built = common.median_of(functools.partial(build, algorithm, members),
+                                 repeat)
         ring = built.value
-        slow = algorithm == 'tooz' and n_nodes * n_hosts >= 10 ** 8
         own = common.median_of(functools.partial(ring.select, nodes, me),
-                               1 if slow else repeat)
+                               repeat)
         base = ring.assign(nodes)
         counts = collections.Counter(base.values())
         joined = build(algorithm, members + ['compute-new']).assign(nodes)

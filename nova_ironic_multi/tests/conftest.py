@@ -20,6 +20,7 @@ imports futurist or oslo.service, exactly as nova's own test packages do.
 # nova's own test runs do; the unit tests need the same.
 import nova.tests.functional  # noqa: F401
 
+from typing import Any  # noqa: E402
 import unittest  # noqa: E402
 
 from nova import objects  # noqa: E402
@@ -43,3 +44,13 @@ def _clear_attrs_keep_test_method(self: unittest.TestCase) -> None:
 
 
 nova_test.TestCase._clear_attrs = _clear_attrs_keep_test_method
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: Any) -> None:
+    # Just before pytest's own summary line: CI pairs the two to know that
+    # this tier and mode ran and what it counted (.ci/summarize.py).
+    from nova import monkey_patch
+
+    from nova_ironic_multi.tests import run_label
+    terminalreporter.write_line(run_label.MARKER + run_label.label(
+        config.args, monkey_patch.is_patched()))

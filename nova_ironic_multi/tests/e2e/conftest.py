@@ -22,6 +22,8 @@ from collections.abc import Generator
 
 import pytest
 
+from nova_ironic_multi.tests.fixtures import backing
+
 FIGURES = pytest.StashKey[list[str]]()
 OUTCOMES = pytest.StashKey[dict[str, str]]()
 
@@ -63,3 +65,23 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
         terminalreporter.section('nova-ironic-multi end-to-end')
         for line in lines:
             terminalreporter.write_line(line)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # The services the tier needs are checked before any is used, each
+    # named with its fix: a newcomer learns everything that is missing
+    # from one run, not from the first deployment step that fails.
+    if not session.items:
+        return
+    problems = backing.prerequisites()
+    if not problems:
+        return
+    reporter = session.config.pluginmanager.get_plugin('terminalreporter')
+    if reporter is not None:
+        reporter.section('nova-ironic-multi end-to-end: missing services',
+                         red=True)
+        for problem in problems:
+            reporter.write_line(problem)
+    pytest.exit('the end-to-end tier cannot start: %d of the services it '
+                'needs cannot be used (listed above)' % len(problems),
+                returncode=pytest.ExitCode.USAGE_ERROR)
