@@ -54,6 +54,7 @@ from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import orphans
 from nova_ironic_multi import ownership
 from nova_ironic_multi import partition
+from nova_ironic_multi import reload
 from nova_ironic_multi import rings
 from nova_ironic_multi import shard_listing
 from nova_ironic_multi import sharding
@@ -155,6 +156,9 @@ class Inventory:
         :raises partition.InvalidPartition: the options are invalid and
             there has never been a good partition (start-up).
         """
+        # Other readers of the options read oslo.config's cache: drop what
+        # a read under way during the last reload left there.
+        reload.settle(self._conf)
         try:
             part = partition.resolve(self._conf, self.host)
         except (partition.InvalidPartition, cfg.Error, ValueError) as e:
