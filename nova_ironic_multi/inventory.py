@@ -190,6 +190,14 @@ class Inventory:
         except partition.InvalidPartition as e:
             LOG.error('Reload rejected: %s', e)
 
+    def reserved(self, instance_uuid: str) -> None:
+        """This host reserved a node for ``instance_uuid`` (spawn path).
+
+        With ``divide = shards`` the node may lie in a shard another host
+        lists; the next period looks for it by its instance.
+        """
+        self._lister.reserved(instance_uuid)
+
     def membership(self, part: partition.Partition) -> membership.Membership:
         plugin = self._membership
         if plugin is None or plugin.name != part.membership_driver:
@@ -241,6 +249,9 @@ class Inventory:
                                             unsharded=shards.unsharded)
                 nodes = list(listed.nodes.values())
             else:
+                # Its memory is of no use to the next shard period, which
+                # lists the whole scope; nor is it kept growing here.
+                self._lister.forget()
                 nodes = self._ironic.list_nodes(part.scope)
         except ironic.VersionNotSupported as e:
             LOG.error('Cannot enforce the partition (%(scope)s): %(error)s',

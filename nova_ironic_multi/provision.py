@@ -176,6 +176,8 @@ class Provisioner:
                 % (node_uuid, e)) from e
         LOG.info('Reserved Ironic node %(node)s', {'node': node_uuid},
                  instance=instance)
+        # Its node may be outside what this host lists (divide = shards).
+        self._nodes.reserved(instance.uuid)
 
     # Deploy ------------------------------------------------------------------
 
