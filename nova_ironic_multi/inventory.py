@@ -21,7 +21,9 @@ One refresh is the whole flow of a period:
 3. read this host's instances from nova, *after* the listing, so a node
    deployed meanwhile is not mistaken for another host's (nova bug 1841481);
 4. ask the membership plugin who the live peers are;
-5. let the ring and the three ownership rules pick this host's nodes.
+5. let the ring and the three ownership rules pick this host's nodes;
+6. remove volume targets left on free nodes once Ironic is done with them
+   (a few nodes per period: see :mod:`leftovers`).
 
 The result is an immutable snapshot, swapped in whole: readers never lock
 and never see half a refresh. Only one refresh runs at a time; a caller
@@ -48,6 +50,7 @@ import oslo_messaging
 
 from nova_ironic_multi import division as division_mod
 from nova_ironic_multi import ironic
+from nova_ironic_multi import leftovers
 from nova_ironic_multi import loader
 from nova_ironic_multi import membership
 from nova_ironic_multi import nodeinfo
@@ -144,6 +147,7 @@ class Inventory:
         self._update_lock = threading.Lock()
         self._orphans = orphans.Orphans()
         self._lister = shard_listing.ShardListing(client)
+        self._leftovers = leftovers.LeftoverTargets(client)
         #: Nodes last logged as orphans, and as carrying unknown instances.
         self._orphaned: frozenset[str] = frozenset()
         self._unknown: frozenset[str] = frozenset()
@@ -190,6 +194,13 @@ class Inventory:
         except partition.InvalidPartition as e:
             LOG.error('Reload rejected: %s', e)
 
+    def leftover_targets(self, node_uuid: str) -> None:
+        """A delete left volume targets on a node Ironic still holds.
+
+        A period removes them once Ironic is done with the node.
+        """
+        self._leftovers.note(node_uuid)
+
     def reserved(self, instance_uuid: str) -> None:
         """This host reserved a node for ``instance_uuid`` (spawn path).
 
@@ -228,8 +239,11 @@ class Inventory:
             # Under the update lock: an update() reading the old snapshot
             # must not write it back over this one.
             with self._update_lock:
-                self._snapshot = snapshot
+                old, self._snapshot = self._snapshot, snapshot
             self._refreshes += 1
+            # Bounded, and never retried: the period is not held for long.
+            self._leftovers.sweep(old.nodes if old is not None else None,
+                                  snapshot.nodes)
             return snapshot
 
     def _compute(self) -> Snapshot:
