@@ -263,7 +263,11 @@ def on_mutate(conf: cfg.ConfigOpts,
                        'good': ', '.join(
                            '%s = %r' % (_label(k), _STATE.last_good.get(k))
                            for k in MUTABLE if k in values or k in errors)})
-            for key in [*errors, *changed]:
+            # The changed options first, the unreadable ones last: until
+            # the last pin an unreadable value is still in force, so a
+            # resolution meanwhile fails (the last good partition stays)
+            # instead of mixing old and new values.
+            for key in [*changed, *errors]:
                 group, name = key
                 conf.set_override(name, _STATE.last_good.get(key), group)
                 _STATE.pinned.add(key)

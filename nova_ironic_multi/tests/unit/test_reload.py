@@ -413,3 +413,33 @@ def test_files_that_never_settle_are_not_resolved(
     monkeypatch.setattr(opt, 'type', convert_then_reload)
     with pytest.raises(reload.Unsettled, match='reloaded 5 times'):
         partition.resolve(conf, 'host1')
+
+
+def test_a_resolution_while_the_hook_pins_never_mixes(
+        state: reload._State, conf_file: tuple[cfg.ConfigOpts, pathlib.Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A rejected reload is pinned back one option at a time: a resolution
+    # between two pins must fail (and keep the last good partition) or
+    # give the old one, never the old key with the new peers.
+    from nova_ironic_multi import partition
+    conf, path = conf_file
+    reload.watch(conf, Listener(conf))
+    old = partition.resolve(conf, 'host1')
+    seen: list[Any] = []
+    pin = conf.set_override
+
+    def pin_then_resolve(name: str, value: Any, group: str) -> None:
+        pin(name, value, group)
+        try:
+            seen.append(partition.resolve(conf, 'host1'))
+        except (partition.InvalidPartition, cfg.Error, ValueError) as e:
+            seen.append(type(e))
+
+    monkeypatch.setattr(conf, 'set_override', pin_then_resolve)
+    path.write_text('[ironic_multi]\npartition_key = g 1\n'
+                    'peer_list = host1,host2\ndivide = shards\n')
+    conf.mutate_config_files()
+    assert len(seen) == 3
+    assert all(s == old or not isinstance(s, partition.Partition)
+               for s in seen), seen
+    assert seen[-1] == old
