@@ -242,8 +242,13 @@ class Inventory:
                 old, self._snapshot = self._snapshot, snapshot
             self._refreshes += 1
             # Bounded, and never retried: the period is not held for long.
-            self._leftovers.sweep(old.nodes if old is not None else None,
-                                  snapshot.nodes)
+            # Nor is it failed by this side job: the division stands.
+            try:
+                self._leftovers.sweep(old.nodes if old is not None else None,
+                                      snapshot.nodes)
+            except Exception:
+                LOG.exception('Looking for leftover volume targets failed; '
+                              'the next period looks again')
             return snapshot
 
     def _compute(self) -> Snapshot:

@@ -200,6 +200,19 @@ class LeftoverTargetsTest(base.DriverTestCase):
         self.assertEqual(calls, len(self.ironic.calls_to('volume_targets')))
 
 
+    def test_a_failing_sweep_does_not_fail_the_period(self) -> None:
+        node = self.nodes[0]
+        self.add_targets(node, 'vol-1')
+        self.cleaning(node)
+        self.period()
+        self.clean_done(node)
+        self.ironic.fail('volume_targets', RuntimeError('bug'))
+        managed = self.period()
+        self.assertEqual(set(self.nodes), set().union(*managed.values()))
+        self.assertIn('Looking for leftover volume targets failed',
+                      self.stdlog.logger.output)
+
+
 class RestingTest(base.DriverTestCase):
 
     def test_only_a_free_node_ironic_is_done_with_rests(self) -> None:
