@@ -18,11 +18,20 @@ flavors and traits behave the same after a migration to this driver.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from oslo_serialization import jsonutils
 
 from nova_ironic_multi import nodeinfo
+
+
+# A trait extra spec as nova's scheduler and flavor API read it: ``trait``,
+# an optional request-group suffix of 1 to 64 letters, digits, ``_`` or
+# ``-`` (``trait1``, ``trait_FOO``, ``trait-x``), a colon, the trait name.
+# The placement query required exactly these traits, so exactly these go to
+# Ironic: the group does not matter to Ironic's deploy templates.
+_TRAIT_KEY = re.compile(r'^trait(?:[a-zA-Z0-9_-]{1,64})?:(.*)$')
 
 
 def _add(key: str, value: Any) -> dict[str, Any]:
@@ -35,8 +44,11 @@ def flavor_requests(extra_specs: dict[str, str],
     """Capabilities and required traits asked for by flavor and image.
 
     ``capabilities:KEY = VALUE`` extra specs become capabilities;
-    ``trait[N]:NAME = required`` become traits (the granular suffix ``N``
-    does not matter to Ironic), followed by the image's required traits.
+    ``trait[SUFFIX]:NAME = required`` become traits, for every request-group
+    suffix nova accepts (``trait1``, ``trait_FOO``, ``trait-x``), in the
+    flavor's order and followed by the image's required traits, as nova's
+    in-tree driver sends them. Forbidden traits are not sent: the scheduler
+    already kept them out, and Ironic only matches required ones.
     """
     capabilities: dict[str, str] = {}
     traits: list[str] = []
@@ -46,10 +58,10 @@ def flavor_requests(extra_specs: dict[str, str],
             continue
         if prefix == 'capabilities':
             capabilities[name] = value
-        elif prefix == 'trait' or (prefix.startswith('trait') and
-                                   prefix[5:].isdigit()):
-            if value == 'required':
-                traits.append(name)
+            continue
+        match = _TRAIT_KEY.match(key)
+        if match and value == 'required':
+            traits.append(match.group(1))
     traits.extend(image_traits)
     return capabilities, traits
 

@@ -21,7 +21,9 @@ One refresh is the whole flow of a period:
 3. read this host's instances from nova, *after* the listing, so a node
    deployed meanwhile is not mistaken for another host's (nova bug 1841481);
 4. ask the membership plugin who the live peers are;
-5. let the ring and the three ownership rules pick this host's nodes.
+5. let the ring and the three ownership rules pick this host's nodes;
+6. remove volume targets left on free nodes once Ironic is done with them
+   (a few nodes per period: see :mod:`leftovers`).
 
 The result is an immutable snapshot, swapped in whole: readers never lock
 and never see half a refresh. Only one refresh runs at a time; a caller
@@ -48,12 +50,14 @@ import oslo_messaging
 
 from nova_ironic_multi import division as division_mod
 from nova_ironic_multi import ironic
+from nova_ironic_multi import leftovers
 from nova_ironic_multi import loader
 from nova_ironic_multi import membership
 from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import orphans
 from nova_ironic_multi import ownership
 from nova_ironic_multi import partition
+from nova_ironic_multi import reload
 from nova_ironic_multi import rings
 from nova_ironic_multi import shard_listing
 from nova_ironic_multi import sharding
@@ -143,6 +147,7 @@ class Inventory:
         self._update_lock = threading.Lock()
         self._orphans = orphans.Orphans()
         self._lister = shard_listing.ShardListing(client)
+        self._leftovers = leftovers.LeftoverTargets(client)
         #: Nodes last logged as orphans, and as carrying unknown instances.
         self._orphaned: frozenset[str] = frozenset()
         self._unknown: frozenset[str] = frozenset()
@@ -155,6 +160,9 @@ class Inventory:
         :raises partition.InvalidPartition: the options are invalid and
             there has never been a good partition (start-up).
         """
+        # Other readers of the options read oslo.config's cache: drop what
+        # a read under way during the last reload left there.
+        reload.settle(self._conf)
         try:
             part = partition.resolve(self._conf, self.host)
         except (partition.InvalidPartition, cfg.Error, ValueError) as e:
@@ -186,6 +194,21 @@ class Inventory:
         except partition.InvalidPartition as e:
             LOG.error('Reload rejected: %s', e)
 
+    def leftover_targets(self, node_uuid: str) -> None:
+        """A delete left volume targets on a node Ironic still holds.
+
+        A period removes them once Ironic is done with the node.
+        """
+        self._leftovers.note(node_uuid)
+
+    def reserved(self, instance_uuid: str) -> None:
+        """This host reserved a node for ``instance_uuid`` (spawn path).
+
+        With ``divide = shards`` the node may lie in a shard another host
+        lists; the next period looks for it by its instance.
+        """
+        self._lister.reserved(instance_uuid)
+
     def membership(self, part: partition.Partition) -> membership.Membership:
         plugin = self._membership
         if plugin is None or plugin.name != part.membership_driver:
@@ -216,8 +239,16 @@ class Inventory:
             # Under the update lock: an update() reading the old snapshot
             # must not write it back over this one.
             with self._update_lock:
-                self._snapshot = snapshot
+                old, self._snapshot = self._snapshot, snapshot
             self._refreshes += 1
+            # Bounded, and never retried: the period is not held for long.
+            # Nor is it failed by this side job: the division stands.
+            try:
+                self._leftovers.sweep(old.nodes if old is not None else None,
+                                      snapshot.nodes)
+            except Exception:
+                LOG.exception('Looking for leftover volume targets failed; '
+                              'the next period looks again')
             return snapshot
 
     def _compute(self) -> Snapshot:
@@ -237,6 +268,9 @@ class Inventory:
                                             unsharded=shards.unsharded)
                 nodes = list(listed.nodes.values())
             else:
+                # Its memory is of no use to the next shard period, which
+                # lists the whole scope; nor is it kept growing here.
+                self._lister.forget()
                 nodes = self._ironic.list_nodes(part.scope)
         except ironic.VersionNotSupported as e:
             LOG.error('Cannot enforce the partition (%(scope)s): %(error)s',

@@ -579,9 +579,12 @@ class Ironic:
         found = self._call('shards', 'list', manager='shard')
         return {str(s.name): int(s.count) for s in found}
 
-    def get_node(self, node_uuid: str) -> nodeinfo.NodeInfo:
+    def get_node(self, node_uuid: str,
+                 once: bool = False) -> nodeinfo.NodeInfo:
+        """The node; with ``once``, asked once, never retried."""
         return nodeinfo.NodeInfo.from_api(
-            self._call('get', 'get', node_uuid, fields=self._fields()))
+            self._call('get', 'get', node_uuid, fields=self._fields(),
+                       retry=Retry.NEVER if once else Retry.ALWAYS))
 
     def node_exists(self, node_uuid: str) -> bool | None:
         """Whether Ironic has the node; None when Ironic cannot say.
@@ -692,18 +695,23 @@ class Ironic:
                                        detail=True)
         return groups
 
-    def volume_targets(self, node_uuid: str) -> list[Any]:
-        targets: list[Any] = self._call('volumes', 'list',
-                                        manager='volume_target',
-                                        node=node_uuid, detail=True)
+    def volume_targets(self, node_uuid: str,
+                       once: bool = False) -> list[Any]:
+        """The node's volume targets; with ``once``, never retried."""
+        targets: list[Any] = self._call(
+            'volumes', 'list', manager='volume_target', node=node_uuid,
+            detail=True, retry=Retry.NEVER if once else Retry.ALWAYS)
         return targets
 
     def create_volume_target(self, **fields: Any) -> None:
         self._call('volumes', 'create', manager='volume_target', **fields)
 
-    def delete_volume_target(self, target_uuid: str) -> None:
+    def delete_volume_target(self, target_uuid: str,
+                             once: bool = False) -> None:
+        """Delete a volume target; with ``once``, never retried."""
         self._call('volumes', 'delete', target_uuid,
-                   manager='volume_target')
+                   manager='volume_target',
+                   retry=Retry.NEVER if once else Retry.ALWAYS)
 
     def volume_connectors(self, node_uuid: str) -> list[Any]:
         connectors: list[Any] = self._call('volumes', 'list',

@@ -25,6 +25,8 @@ from typing import Any
 
 from oslo_config import cfg
 
+from nova_ironic_multi import reload
+
 OURS = 'ironic_multi'
 NOVA = 'ironic'
 NODES = 'nodes'
@@ -109,8 +111,9 @@ class Partition:
 
 
 def _opt(conf: cfg.ConfigOpts, group: str, name: str) -> Any:
+    # Past oslo.config's cache: it may hold a value from before a reload.
     try:
-        return conf[group][name]
+        return reload.read(conf, group, name)
     except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
         return None
 
@@ -140,11 +143,19 @@ def resolve(conf: cfg.ConfigOpts, host: str,
             observer: bool = False) -> Partition:
     """Resolve and validate the partition of ``host`` from ``conf``.
 
+    Every option comes from the same version of the configuration files,
+    even while a reload swaps them (never an old group with new peers).
+
     :param observer: resolve for a tool looking at the division from
         outside (the CLI), which is not itself in ``peer_list``.
     :raises InvalidPartition: the options contradict each other or cannot
         describe a safe division; the message names the options and the fix.
+    :raises reload.Unsettled: the files kept changing while being read.
     """
+    return reload.consistent(conf, lambda: _resolve(conf, host, observer))
+
+
+def _resolve(conf: cfg.ConfigOpts, host: str, observer: bool) -> Partition:
     me = host.lower()
     ours_key = _opt(conf, OURS, 'partition_key')
     nova_key = _opt(conf, NOVA, 'conductor_group')

@@ -16,8 +16,9 @@ timeouts). A deploy that fails for any reason tears down what it did and
 releases the node before the error reaches nova, with the reason in the
 message. Tear-down never fights Ironic: a deployed node is only asked to
 undeploy (Ironic's tear-down detaches VIFs and clears the node itself), its
-volume targets are removed once it rests, and nothing is asked of a node
-Ironic is cleaning (nova bug 2019977).
+volume targets are removed at once if it already rests, else by a later
+period (:mod:`leftovers`), and nothing is asked of a node Ironic is
+cleaning (nova bug 2019977).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from nova_ironic_multi import configdrive
 from nova_ironic_multi import instance_info
 from nova_ironic_multi import inventory
 from nova_ironic_multi import ironic
+from nova_ironic_multi import leftovers
 from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import ownership
 from nova_ironic_multi import states
@@ -176,6 +178,8 @@ class Provisioner:
                 % (node_uuid, e)) from e
         LOG.info('Reserved Ironic node %(node)s', {'node': node_uuid},
                  instance=instance)
+        # Its node may be outside what this host lists (divide = shards).
+        self._nodes.reserved(instance.uuid)
 
     # Deploy ------------------------------------------------------------------
 
@@ -336,11 +340,15 @@ class Provisioner:
                  block_device_info: Any = None) -> None:
         """Undo everything of ``instance`` on its node; idempotent.
 
-        A deployed node is asked to undeploy and waited for; Ironic's own
-        tear-down then detaches VIFs and clears the node, and the volume
-        targets of the instance's volumes (``block_device_info``) are
-        removed once the node rests. A node that was only reserved gets its
-        volume targets, VIFs and reservation removed here.
+        A deployed node is asked to undeploy and waited for until Ironic's
+        tear-down is done with it (cleaning counts as done, whatever the
+        root disk); Ironic's own tear-down detaches VIFs and clears the
+        node. The volume targets of the instance's volumes
+        (``block_device_info``) are removed then if the node already
+        rests, else once its cleaning is over, by a resource-tracker period
+        (:mod:`leftovers`): the delete never waits for cleaning. A node
+        that was only reserved gets its volume targets, VIFs and
+        reservation removed here.
 
         :raises nova.exception.InstanceTerminationFailure: Ironic did not
             finish within ``unprovision_timeout`` or refused.
@@ -422,53 +430,50 @@ class Provisioner:
 
     def _remove_volume_targets(self, instance: Any, node_uuid: str,
                                block_device_info: Any) -> None:
-        """Remove the instance's volume targets once the node rests.
+        """Remove the instance's volume targets if the node rests already.
 
         Ironic 39 removes volume targets only through its API, never in its
-        tear-down, and only from a node that is powered off or manageable
-        and not locked. So wait for the tear-down, cleaning included, to be
-        over: nothing is asked of a node Ironic is cleaning (nova bug
-        2019977). Failures are logged: the delete itself is done, and
-        whatever is left is removed before the node's next deploy.
+        tear-down, and not while it holds the node: nothing is asked of a
+        node Ironic is cleaning (nova bug 2019977). The delete does not wait
+        for cleaning (nova holds the instance's lock, an RPC worker and the
+        Cinder attachment meanwhile): a node still busy is left to the
+        periods (:mod:`leftovers`), and to its next deploy, which removes
+        whatever it finds first. Failures are logged: the delete is done.
         """
         volume_ids = volumes.volume_ids(block_device_info)
         if not volume_ids:
             return
-
-        def settled(node: nodeinfo.NodeInfo) -> bool:
-            # A clean hold waits for an operator: do not wait for it.
-            return ((node.provision_state not in states.TEARING_DOWN and
-                     node.target_provision_state is None) or
-                    node.provision_state == states.CLEANHOLD or
-                    node.instance_uuid not in (None, instance.uuid))
-
         error: Any = None
         try:
-            if not volumes.has_targets(self._ironic, node_uuid, volume_ids):
-                return
-            node = self._wait('the end of the tear-down of node %s'
-                              % node_uuid, 'unprovision_timeout',
-                              lambda: self._ironic.get_node(node_uuid),
-                              settled)
+            node = self._ironic.get_node(node_uuid)
             if node.instance_uuid not in (None, instance.uuid):
                 # The next instance's deploy removes them first.
                 return
-            if node.provision_state in states.TEARING_DOWN:
-                error = 'node %s is in %s' % (node_uuid,
-                                              node.provision_state)
-            elif not volumes.remove_targets(self._ironic, node_uuid,
-                                            volume_ids):
+            if not leftovers.idle(node):
+                LOG.info('Ironic node %(node)s is %(state)s: the volume '
+                         'targets of the instance are removed once Ironic is '
+                         'done with it', {'node': node_uuid,
+                                         'state': node.provision_state},
+                         instance=instance)
+                self._nodes.leftover_targets(node_uuid)
+                return
+            if not volumes.has_targets(self._ironic, node_uuid, volume_ids):
+                return
+            if not volumes.remove_targets(self._ironic, node_uuid,
+                                          volume_ids):
                 error = 'Ironic refused to remove some (logged above)'
-        except (waits.Timeout, ironic.IronicError) as e:
+        except ironic.IronicError as e:
             error = e
         if error is None:
             LOG.info('Volume targets of the instance removed from node %s',
                      node_uuid, instance=instance)
         else:
             LOG.warning('Volume targets of the instance stay on node '
-                        '%(node)s until its next deploy: %(error)s',
+                        '%(node)s for now (a later period or its next deploy '
+                        'removes them): %(error)s',
                         {'node': node_uuid, 'error': error},
                         instance=instance)
+            self._nodes.leftover_targets(node_uuid)
 
     def _unreserve(self, instance: Any, node: nodeinfo.NodeInfo,
                    network_info: Any) -> None:

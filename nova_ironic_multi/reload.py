@@ -29,14 +29,29 @@ handler is a stub that ends the service's main thread. So:
   the SIGHUP handler by one that only queues the signal; a worker thread
   re-reads the files. SIGTERM is left to oslo.service. In eventlet mode
   oslo.service re-reads the files itself, which runs the hook.
+
+Concurrent readers. oslo.config caches every value it reads, and
+``mutate_config_files`` empties that cache *before* it re-reads the files:
+a value another thread reads meanwhile comes from the old files and stays
+cached after the reload (an old conductor group with a new peer list). So:
+
+* the partition options are read past the cache (:func:`read`), and all
+  from one version of the files (:func:`consistent`): the partition in
+  force is never a mix, whatever the cache holds;
+* the hook empties the cache on every reload, and :func:`settle` (at the
+  end of the hook and at every resolution of the partition) empties it
+  again if a reader that took an old value before the new files were
+  swapped in cached it after that: other readers of the options see the
+  new values from then on.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import queue
 import signal
 import threading
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 import weakref
 
 from oslo_config import cfg
@@ -47,6 +62,98 @@ LOG = logging.getLogger(__name__)
 #: The options a reload may change, as ``(group, name)``.
 MUTABLE = (('ironic_multi', 'partition_key'), ('ironic_multi', 'peer_list'),
            ('ironic', 'conductor_group'), ('ironic_multi', 'divide'))
+
+#: Attempts of :func:`consistent` before it gives up.
+_ATTEMPTS = 5
+
+_T = TypeVar('_T')
+
+
+class Unsettled(cfg.Error):
+    """The configuration files kept changing while they were being read."""
+
+
+# Past oslo.config's value cache -------------------------------------------
+#
+# oslo.config has no public way to read a value without its cache, to empty
+# the cache, or to tell which version of the files is in force; these three
+# helpers are the only places that reach into it (tests/unit/test_reload.py
+# checks them against the installed oslo.config).
+
+def read(conf: cfg.ConfigOpts, group: str, name: str) -> Any:
+    """The value of an option as its sources say now, never a cached one.
+
+    Overrides, the command line and the environment win over the files, as
+    in any read.
+
+    :raises cfg.NoSuchOptError: the option is not registered here.
+    :raises cfg.NoSuchGroupError: the group is not registered here.
+    :raises cfg.Error: the value cannot be read (also ``ValueError``).
+    """
+    value, _location = conf._do_get(name, group)
+    return value
+
+
+def _clear_cache(conf: cfg.ConfigOpts) -> None:
+    # (The cache is a name-mangled attribute of ConfigOpts.)
+    conf._ConfigOpts__cache.clear()
+
+
+def _files(conf: cfg.ConfigOpts) -> tuple[Any, Any]:
+    """The parsed files in force: a new pair after every (re)load."""
+    return conf._namespace, conf._mutable_ns
+
+
+def _same(a: tuple[Any, Any], b: tuple[Any, Any]) -> bool:
+    return a[0] is b[0] and a[1] is b[1]
+
+
+def consistent(conf: cfg.ConfigOpts, reads: Callable[[], _T]) -> _T:
+    """``reads()``, its reads of ``conf`` all from one version of the files.
+
+    Run again when a reload swapped the files in while it ran (a part of
+    its values would be old, a part new), a few times at most.
+
+    :raises Unsettled: the files changed during every attempt.
+    """
+    for _attempt in range(_ATTEMPTS):
+        before = _files(conf)
+        try:
+            result = reads()
+        except Exception:
+            if _same(before, _files(conf)):
+                raise
+            continue
+        if _same(before, _files(conf)):
+            return result
+    raise Unsettled('the configuration files were reloaded %d times while '
+                    'the partition options were being read; they will be '
+                    'read again' % _ATTEMPTS)
+
+
+def settle(conf: cfg.ConfigOpts) -> None:
+    """Drop values of the partition options cached from replaced files.
+
+    A thread that took a value from the old files before a reload swapped
+    in the new ones may cache it after the reload emptied the cache; the
+    stale value would then outlive the reload for every cached read.
+    """
+    for group, name in MUTABLE:
+        try:
+            cached = conf[group][name]
+            current = read(conf, group, name)
+        except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+            continue
+        except (cfg.Error, ValueError):
+            # Unreadable now: nothing to compare; the hook pins it.
+            continue
+        if cached != current:
+            LOG.debug('%(opt)s was cached from the configuration files '
+                      'before the last reload (%(old)r, now %(new)r): '
+                      'cleared', {'opt': _label((group, name)),
+                                  'old': cached, 'new': current})
+            _clear_cache(conf)
+            return
 
 
 class Listener(Protocol):
@@ -79,7 +186,7 @@ def watch(conf: cfg.ConfigOpts, listener: Listener) -> None:
             _STATE.hooked.add(id(conf))
         for group, name in MUTABLE:
             try:
-                _STATE.last_good[(group, name)] = conf[group][name]
+                _STATE.last_good[(group, name)] = read(conf, group, name)
             except (cfg.Error, ValueError):
                 pass
 
@@ -91,7 +198,7 @@ def _read(conf: cfg.ConfigOpts, key: tuple[str, str]) -> tuple[Any, str]:
     """
     group, name = key
     try:
-        return conf[group][name], ''
+        return read(conf, group, name), ''
     except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
         raise
     except (cfg.Error, ValueError) as e:
@@ -114,8 +221,10 @@ def on_mutate(conf: cfg.ConfigOpts,
     Every option also stays readable, so later reads never fail.
     """
     with _STATE.lock:
-        # The files speak again: drop the pins of the last rejected reload
-        # (this also drops values cached while the files were re-read).
+        # Values other threads read while the files were re-read were
+        # cached from the old files: every reload, not only a pinned one.
+        _clear_cache(conf)
+        # The files speak again: drop the pins of the last rejected reload.
         for group, name in _STATE.pinned:
             conf.clear_override(name, group)
         _STATE.pinned.clear()
@@ -154,13 +263,20 @@ def on_mutate(conf: cfg.ConfigOpts,
                        'good': ', '.join(
                            '%s = %r' % (_label(k), _STATE.last_good.get(k))
                            for k in MUTABLE if k in values or k in errors)})
-            for key in [*errors, *changed]:
+            # The changed options first, the unreadable ones last: until
+            # the last pin an unreadable value is still in force, so a
+            # resolution meanwhile fails (the last good partition stays)
+            # instead of mixing old and new values.
+            for key in [*changed, *errors]:
                 group, name = key
                 conf.set_override(name, _STATE.last_good.get(key), group)
                 _STATE.pinned.add(key)
         listeners = list(_STATE.listeners)
     for listener in listeners:
         listener.reloaded()
+    # A reader that took an old value before the swap may have cached it
+    # since the cache was emptied above.
+    settle(conf)
 
 
 def install_sighup(conf: cfg.ConfigOpts) -> bool:

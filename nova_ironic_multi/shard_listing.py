@@ -26,6 +26,13 @@ and, after nova has said which instances are this host's (never before:
 nova bug 1841481), the nodes of those instances still unseen: one by one
 when few, else the whole scope.
 
+An instance found without a node (building, or failed before it got one)
+is not asked about again while the share stays the same, except when this
+host reserves a node for it: the spawn path says so (:meth:`reserved`), and
+the next period that starts after that looks for its node again. So a node
+reserved after a period, in a shard another host lists, is still found by
+the host of its instance (the other host never keeps it: rule 3).
+
 The first period after a start, or after the scope or mode changed, lists
 the whole scope once: this host has no memory yet of where its instances
 and orphans are.
@@ -35,6 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 import dataclasses
+import threading
 
 from oslo_log import log as logging
 
@@ -74,6 +82,29 @@ class ShardListing:
         #: that was searched stays the same.
         self._nodeless: set[str] = set()
         self._share: tuple[object, ...] | None = None
+        #: Instances the spawn path reserved a node for since the last
+        #: period started (any thread adds; under ``_lock``).
+        self._reserved: set[str] = set()
+        self._lock = threading.Lock()
+        #: Of those, the ones this period looks for again.
+        self._recheck: set[str] = set()
+
+    def reserved(self, instance_uuid: str) -> None:
+        """This host reserved a node for an instance: look for it again.
+
+        Taken by the next period that *starts* afterwards, so that period's
+        reads all follow the reservation.
+        """
+        with self._lock:
+            self._reserved.add(instance_uuid)
+
+    def forget(self) -> None:
+        """Drop every memory (the host stopped dividing shards)."""
+        with self._lock:
+            self._reserved.clear()
+        self._recheck.clear()
+        self._nodeless.clear()
+        self._share = None
 
     def share(self, scope: partition.Scope, shards: Collection[str],
               previous: Mapping[str, nodeinfo.NodeInfo] | None,
@@ -89,6 +120,11 @@ class ShardListing:
             node labelled with a shard since the count is.
         :raises ironic.IronicError: a listing failed.
         """
+        with self._lock:
+            # (Kept until a complete() uses them: a failed period does not
+            # lose them.)
+            self._recheck |= self._reserved
+            self._reserved.clear()
         share = (scope, frozenset(shards))
         if share != self._share:
             # Another share: an instance without a node may since have
@@ -127,6 +163,8 @@ class ShardListing:
         :raises ironic.IronicError: a read failed.
         """
         self._nodeless &= set(mine)
+        self._nodeless -= self._recheck
+        self._recheck.clear()
         if listed.whole:
             self._nodeless |= set(mine) - listed.instances()
             return

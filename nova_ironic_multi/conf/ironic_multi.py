@@ -302,11 +302,13 @@ Related options:
         default=600,
         min=1,
         help="""
-Seconds to wait, when an instance is deleted, for its node to leave the
-deployed states (cleaning counts as done). When the instance booted from
-volumes, as long again for the tear-down and cleaning to end, so that its
-Ironic volume targets can be removed; after that they are left to be
-removed before the node's next deploy.
+Seconds to wait, when an instance is deleted (or a failed build is undone),
+for its node to leave the deployed states; cleaning counts as done, whatever
+the root disk. The Ironic volume targets of an instance booted from volumes
+are removed then if the node already rests; else, once Ironic's cleaning is
+over, by a resource-tracker period of the host that manages the free node
+(or of the host that deleted the instance). The delete never waits for
+cleaning. Whatever is left is removed before the node's next deploy.
 
 Possible values:
 

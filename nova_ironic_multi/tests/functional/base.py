@@ -82,6 +82,8 @@ class IronicCellTestCase(integrated_helpers.ProviderUsageBaseTestCase):
     START_COMPUTES = True
     #: Ironic's ``[api] max_limit``: the most nodes one listing page holds.
     MAX_LIMIT = 1000
+    #: More of Ironic's configuration (ini text appended to its file).
+    IRONIC_CONF = ''
 
     def setUp(self) -> None:
         self.node_uuids = startable_nodes(self.NODES)
@@ -90,8 +92,8 @@ class IronicCellTestCase(integrated_helpers.ProviderUsageBaseTestCase):
             for group, n in self.OTHER_GROUPS.items()}
         nodes = [(u, '') for u in self.node_uuids] + [
             (u, g) for g, us in self.group_nodes.items() for u in us]
-        self.ironic = ironic_server.IronicFixture(nodes,
-                                                 max_limit=self.MAX_LIMIT)
+        self.ironic = ironic_server.IronicFixture(
+            nodes, max_limit=self.MAX_LIMIT, extra_conf=self.IRONIC_CONF)
         self.ironic.spawn()
         self.flags(api_paste_config=api_paste_ini(), group='wsgi')
         super().setUp()

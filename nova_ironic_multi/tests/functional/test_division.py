@@ -13,6 +13,10 @@
 
 from __future__ import annotations
 
+import collections
+import threading
+from typing import Any
+
 from nova_ironic_multi.tests.functional import base
 
 
@@ -83,3 +87,41 @@ class ShardDivisionTest(base.ShardMode, DivisionTest):
                          set().union(*shards))
         self.assertEqual(len(set().union(*shards)),
                          sum(len(s) for s in shards))
+
+    def test_a_node_reserved_after_the_period_elsewhere_stays_managed(
+            self) -> None:
+        # host1 builds on a node it reported; before the build reserves
+        # it, the node moves to a shard host2 lists and host1's period sees
+        # the instance without a node. host2 never keeps the node of
+        # host1's instance, so host1 must find it.
+        flavor = self.baremetal_flavor()
+        reported = self.reported()
+        sizes = collections.Counter(self.shard_of.values())
+        node = next(n for n in sorted(reported['host1'])
+                    if self.shard_of[n] is not None and
+                    sizes[self.shard_of[n]] > 1)
+        theirs = sorted(set(self.computes['host2'].manager.driver.
+                            _inventory.cached().shards) - {'None'})[0]
+        driver = self.computes['host1'].manager.driver
+        entered, release = threading.Event(), threading.Event()
+        prepare = driver.prepare_for_spawn
+
+        def held_prepare(instance: Any) -> None:
+            entered.set()
+            self.assertTrue(release.wait(base.PATIENCE))
+            prepare(instance)
+
+        driver.prepare_for_spawn = held_prepare
+        self.addCleanup(release.set)
+        server = self.boot(flavor, node=node, host='host1', wait=None)
+        self.assertTrue(entered.wait(base.PATIENCE))
+        self.ironic.client.node.update(node, [
+            {'op': 'replace', 'path': '/shard', 'value': theirs}])
+        self.assertNotIn(node, driver.get_available_nodes())
+        release.set()
+        self._wait_for_state_change(server, 'ACTIVE')
+        self.assertEqual(server['id'], self.ironic.node(node).instance_uuid)
+        managers = sorted(h for h, nodes in self.reported().items()
+                          if node in nodes)
+        self.assertEqual(['host1'], managers,
+                         'node %s managed by: %s' % (node, managers))

@@ -73,6 +73,8 @@ class FakeIronic:
         self.failures: dict[str, list[Exception]] = (
             collections.defaultdict(list))
         self.requests: collections.Counter[str] = collections.Counter()
+        #: Calls made with ``once=True`` (never to be retried), by method.
+        self.once: collections.Counter[str] = collections.Counter()
         self.vifs: dict[str, list[str]] = collections.defaultdict(list)
         self.targets: dict[str, list[Any]] = collections.defaultdict(list)
         self.connectors: dict[str, list[Any]] = collections.defaultdict(list)
@@ -204,7 +206,9 @@ class FakeIronic:
             str(n['shard']) for n in self.nodes.values())
         return dict(counts)
 
-    def get_node(self, node_uuid: str) -> nodeinfo.NodeInfo:
+    def get_node(self, node_uuid: str,
+                 once: bool = False) -> nodeinfo.NodeInfo:
+        self.once['get_node'] += once
         self._record('get_node', node_uuid)
         node = self._get(node_uuid)
         self._advance(node)
@@ -354,7 +358,9 @@ class FakeIronic:
         return [p for p in self.groups_of[node_uuid]
                 if address is None or p.address == address]
 
-    def volume_targets(self, node_uuid: str) -> list[Any]:
+    def volume_targets(self, node_uuid: str,
+                       once: bool = False) -> list[Any]:
+        self.once['volume_targets'] += once
         self._record('volume_targets', node_uuid)
         return list(self.targets[node_uuid])
 
@@ -363,7 +369,9 @@ class FakeIronic:
         target = type('T', (), dict(fields, uuid=str(uuidlib.uuid4())))
         self.targets[fields['node_uuid']].append(target)
 
-    def delete_volume_target(self, target_uuid: str) -> None:
+    def delete_volume_target(self, target_uuid: str,
+                             once: bool = False) -> None:
+        self.once['delete_volume_target'] += once
         self._record('delete_volume_target', target_uuid)
         for node_uuid, targets in self.targets.items():
             for t in list(targets):

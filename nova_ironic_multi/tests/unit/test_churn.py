@@ -161,6 +161,10 @@ class Fleet:
             found.append(info)
         return found
 
+    def volume_targets(self, node_uuid: str,
+                       once: bool = False) -> list[Any]:
+        return []       # (no server of this fleet boots from a volume)
+
     # nova's objects ---------------------------------------------------------
 
     def uuids_by_host(self, ctxt: Any, host: str) -> list[str]:

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 import uuid
 
 import fixtures
@@ -165,6 +166,90 @@ class ShardDivisionTest(base.DriverTestCase):
         self.drivers['host1'].get_available_nodes()
         self.drivers['host1'].get_available_nodes()
         self.assertEqual(1, len(self.ironic.calls_to('node_for_instance')))
+
+    # A node reserved after the period, outside this host's listing ---------
+
+    def node_of(self, host: str) -> str:
+        """A free node in one of ``host``'s shards."""
+        assignment = self.assignment()
+        return next(n for n in self.sharded
+                    if assignment[self.ironic.nodes[n]['shard']] == host and
+                    self.ironic.nodes[n]['instance_uuid'] is None)
+
+    def building(self, host: str, node: str) -> Any:
+        """An instance of ``host`` that nova scheduled to ``node``."""
+        inst = self.make_instance(host=host)
+        inst.node = node      # (what the compute manager hands the driver)
+        return inst
+
+    def managers(self, node: str) -> list[str]:
+        return sorted(h for h, nodes in self.period().items() if node in nodes)
+
+    def after_first(self, method: str, action: Any) -> None:
+        """Run ``action`` once, right after the fake's next ``method``."""
+        original = getattr(self.ironic, method)
+
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            setattr(self.ironic, method, original)
+            action()
+            return result
+
+        setattr(self.ironic, method, wrapped)
+
+    def test_a_node_reserved_after_the_period_elsewhere_stays_managed(
+            self) -> None:
+        # nova scheduled the instance to a node host1 reported, whose shard
+        # host2 lists by the time host1 reserves it (a rebalance, a node
+        # moved to another shard). host2 never keeps a node of host1's
+        # instance; host1 must find it.
+        self.period()
+        node = self.node_of('host2')
+        inst = self.building('host1', node)
+        self.period()          # host1: the instance has no node yet
+        self.drivers['host1'].prepare_for_spawn(inst)
+        self.assertEqual(inst.uuid, self.ironic.nodes[node]['instance_uuid'])
+        self.assertEqual(['host1'], self.managers(node))
+        self.assertEqual(['host1'], self.managers(node))
+
+    def test_reserved_while_its_node_is_looked_up_is_found_next_period(
+            self) -> None:
+        self.period()
+        node = self.node_of('host2')
+        inst = self.building('host1', node)
+        # The reservation lands just after host1 asked for the instance's
+        # node (none yet): this period cannot see it, the next one must.
+        self.after_first('node_for_instance', lambda: self.drivers[
+            'host1'].prepare_for_spawn(inst))
+        self.assertNotIn(node, self.period()['host1'])
+        self.assertEqual(['host1'], self.managers(node))
+
+    def test_reserved_during_the_first_listing_is_found_next_period(
+            self) -> None:
+        # The first period lists the whole scope; the node is listed free
+        # just before host1 reserves it.
+        node = self.node_of('host2')
+        inst = self.building('host1', node)
+        self.after_first('list_nodes', lambda: self.drivers[
+            'host1'].prepare_for_spawn(inst))
+        self.drivers['host1'].get_available_nodes()
+        self.assertEqual(inst.uuid, self.ironic.nodes[node]['instance_uuid'])
+        self.assertEqual(['host1'], self.managers(node))
+
+    def test_an_instance_looked_for_again_costs_one_read(self) -> None:
+        self.period()
+        node = self.node_of('host2')
+        inst = self.building('host1', node)
+        self.period()
+        self.drivers['host1'].prepare_for_spawn(inst)
+        self.ironic.calls.clear()
+        self.drivers['host1'].get_available_nodes()
+        self.assertEqual([(inst.uuid,)],
+                         self.ironic.calls_to('node_for_instance'))
+        # Then it is a node of host1's instance, read as any other.
+        self.ironic.calls.clear()
+        self.drivers['host1'].get_available_nodes()
+        self.assertEqual([], self.ironic.calls_to('node_for_instance'))
 
     def test_after_a_host_dies_its_shards_go_to_the_survivors(self) -> None:
         assignment = self.assignment()

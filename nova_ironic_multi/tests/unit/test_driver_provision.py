@@ -225,6 +225,34 @@ class SpawnTest(base.DriverTestCase):
         self.assertIsNone(node['instance_uuid'])
         self.assertEqual([], self.ironic.calls_to('set_provision_state'))
 
+    def test_failed_boot_from_volume_build_does_not_wait_for_cleaning(
+            self) -> None:
+        # nova reschedules the build once spawn fails: not after cleaning.
+        self.flags(unprovision_timeout=1, group='ironic_multi')
+        self.ironic.cleaning = True
+        real = self.ironic.set_provision_state
+
+        def deploy_fails_then_cleaning_lasts(node: str, target: str,
+                                             **kw: Any) -> None:
+            real(node, target, **kw)
+            if target == 'active':
+                self.ironic.nodes[node]['_pending']['final'].update(
+                    provision_state=states.DEPLOYFAIL,
+                    last_error='PXE timeout')
+            else:
+                self.ironic.steps = 10 ** 6
+
+        self.ironic.set_provision_state = (  # type: ignore
+            deploy_fails_then_cleaning_lasts)
+        exc = self.assertRaises(exception.InstanceDeployFailure, self.spawn,
+                                block_device_info=self.boot_volume())
+        self.assertIn('PXE timeout', str(exc))
+        node = self.ironic.nodes[self.node]
+        self.assertEqual(states.CLEANING, node['provision_state'])
+        self.assertIsNone(node['instance_uuid'])
+        self.assertNotIn('did not finish', self.stdlog.logger.output)
+        self.assertEqual([], self.ironic.calls_to('delete_volume_target'))
+
     def test_volume_target_outage_is_a_deploy_failure(self) -> None:
         bdi = self.boot_volume()
         self.ironic.fail('create_volume_target',
@@ -383,23 +411,65 @@ class DestroyTest(base.DriverTestCase):
             lambda _self, *a, **kw: spy(*a, **kw)))
         return seen
 
+    def periods_until_available(self) -> None:
+        """Resource-tracker periods until Ironic's cleaning is over."""
+        for _ in range(50):
+            self.driver.get_available_nodes()
+            if (self.ironic.nodes[self.node]['provision_state'] ==
+                    states.AVAILABLE):
+                self.driver.get_available_nodes()
+                return
+        self.fail('node %s never became available' % self.node)
+
     def test_regression_2019977_only_undeploy_never_patch(self) -> None:
         bdi = self.deployed_from_volume()
         self.ironic.vifs[self.node] = ['vif-1']
         self.ironic.steps = 3   # tear-down (with its node lock) takes a while
         self.ironic.cleaning = True
         deleted_in = self.states_at('delete_volume_target')
+        listed_in = self.states_at('volume_targets')
         self.destroy('vif-1', bdi=bdi)
         self.assertEqual([(self.node, 'deleted', {})],
                          self.ironic.calls_to('set_provision_state'))
         for forbidden in ('patch', 'release', 'vif_detach'):
             self.assertEqual([], self.ironic.calls_to(forbidden), forbidden)
-        # Volume targets go only once the tear-down and cleaning are over.
-        self.assertEqual([states.AVAILABLE] * 2, deleted_in)
-        self.assertEqual([], self.ironic.targets[self.node])
+        # The delete is over once Ironic's tear-down is: it does not wait
+        # for cleaning, and asks nothing of the node meanwhile.
         node = self.ironic.nodes[self.node]
-        self.assertEqual(states.AVAILABLE, node['provision_state'])
+        self.assertEqual(states.CLEANING, node['provision_state'])
         self.assertIsNone(node['instance_uuid'])
+        self.assertEqual(2, len(self.ironic.targets[self.node]))
+        # The periods remove the targets once cleaning is over.
+        self.periods_until_available()
+        self.assertEqual([], self.ironic.targets[self.node])
+        self.assertEqual([states.AVAILABLE] * 2, deleted_in)
+        self.assertEqual({states.AVAILABLE}, set(listed_in))
+
+    def test_delete_does_not_wait_for_cleaning(self) -> None:
+        # Cleaning lasts: nova's delete (its instance lock, an RPC worker,
+        # the Cinder attachment) must not wait for it.
+        self.flags(unprovision_timeout=1, group='ironic_multi')
+        bdi = self.deployed_from_volume()
+        self.ironic.cleaning = True
+        self.ironic.steps = 2
+        self.ironic.set_provision_state(self.node, 'deleted')
+        self.ironic.steps = 10 ** 6     # cleaning, once it starts, lasts
+        self.destroy(bdi=bdi)
+        self.assertNotIn('Timeout', self.stdlog.logger.output)
+        self.assertNotIn('did not finish', self.stdlog.logger.output)
+        self.assertIn('the volume targets of the instance are removed once '
+                      'Ironic is done with it', self.stdlog.logger.output)
+        self.assertEqual(2, len(self.ironic.targets[self.node]))
+        # Periods while it cleans: nothing is asked of the node.
+        self.driver.get_available_nodes()
+        self.driver.get_available_nodes()
+        self.assertEqual([], self.ironic.calls_to('volume_targets'))
+        self.assertEqual([], self.ironic.calls_to('delete_volume_target'))
+        self.ironic.nodes[self.node].update(
+            provision_state=states.AVAILABLE, target_provision_state=None,
+            _pending=None)
+        self.driver.get_available_nodes()
+        self.assertEqual([], self.ironic.targets[self.node])
 
     def test_only_this_instances_volume_targets_are_removed(self) -> None:
         bdi = self.deployed_from_volume()
@@ -414,20 +484,6 @@ class DestroyTest(base.DriverTestCase):
         self.deployed()
         self.destroy()
         self.assertEqual([], self.ironic.calls_to('volume_targets'))
-
-    def test_cleaning_that_outlasts_the_wait_leaves_targets(self) -> None:
-        # The delete succeeds; the node's next deploy removes them.
-        self.flags(unprovision_timeout=1, group='ironic_multi')
-        bdi = self.deployed_from_volume()
-        self.ironic.cleaning = True
-        self.ironic.steps = 2
-        self.ironic.set_provision_state(self.node, 'deleted')
-        self.ironic.steps = 10 ** 6     # cleaning, once it starts, lasts
-        self.destroy(bdi=bdi)
-        self.assertEqual([], self.ironic.calls_to('delete_volume_target'))
-        self.assertEqual(2, len(self.ironic.targets[self.node]))
-        self.assertIn('stay on node %s until its next deploy' % self.node,
-                      self.stdlog.logger.output)
 
     def test_targets_ironic_refuses_to_remove_are_logged(self) -> None:
         bdi = self.deployed_from_volume()

@@ -568,3 +568,28 @@ def test_shards_are_counted_by_name() -> None:
     client._client.shard = shard
     assert client.shards() == {'rack-1': 3, 'None': 2}
     assert client.requests['shards'] == 1
+
+
+@pytest.mark.parametrize('error', [NO_FREE_WORKER, ir_exc.Conflict(LOCKED),
+                                   ks_exc.ConnectFailure('refused')])
+def test_leftover_target_requests_can_be_asked_once(error: Exception
+                                                    ) -> None:
+    # The periods remove leftover volume targets: nova's period must not
+    # wait api_max_retries x api_retry_interval on any of them.
+    client, fake, sleeps = fake_client(api_max_retries=60)
+    fake.node.get.side_effect = error
+    fake.volume_target.list.side_effect = error
+    fake.volume_target.delete.side_effect = error
+    for call in (lambda: client.get_node('node', once=True),
+                 lambda: client.volume_targets('node', once=True),
+                 lambda: client.delete_volume_target('target', once=True)):
+        with pytest.raises(ironic.IronicError):
+            call()
+    assert fake.node.get.call_count == 1
+    assert fake.volume_target.list.call_count == 1
+    assert fake.volume_target.delete.call_count == 1
+    assert sleeps == []
+    # Elsewhere (a delete, a deploy) they are retried as nova configures.
+    fake.volume_target.list.side_effect = [error, []]
+    assert client.volume_targets('node') == []
+    assert fake.volume_target.list.call_count == 3

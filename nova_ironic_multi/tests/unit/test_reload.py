@@ -19,6 +19,7 @@ import signal
 import threading
 import time
 from typing import Any
+from unittest import mock
 
 from nova.conf import ironic as nova_ironic_conf
 from oslo_config import cfg
@@ -193,3 +194,252 @@ def test_a_bad_divide_holds_back_the_whole_reload(
     conf.mutate_config_files()
     assert conf.ironic_multi.divide == 'shards'
     assert conf.ironic_multi.partition_key == 'rack-b'
+
+
+# Concurrent readers ------------------------------------------------------
+
+_OLD = ('[ironic_multi]\npartition_key = rack-a\npeer_list = host1\n'
+        'divide = nodes\n')
+_NEW = ('[ironic_multi]\npartition_key = rack-b\n'
+        'peer_list = host1,host2\ndivide = shards\n')
+_NEW_VALUES = {('ironic_multi', 'partition_key'): 'rack-b',
+               ('ironic_multi', 'peer_list'): ['host1', 'host2'],
+               ('ironic_multi', 'divide'): 'shards',
+               ('ironic', 'conductor_group'): None}
+
+
+def _inventory(conf: cfg.ConfigOpts) -> Any:
+    from nova_ironic_multi import inventory
+    inv = inventory.Inventory(conf, mock.Mock(), 'host1')
+    reload.watch(conf, inv)
+    assert inv.current_partition().scope.conductor_group == 'rack-a'
+    return inv
+
+
+def _assert_new_partition(conf: cfg.ConfigOpts, inv: Any) -> None:
+    part = inv.current_partition()
+    assert part.scope.conductor_group == 'rack-b'
+    assert part.peers == frozenset({'host1', 'host2'})
+    assert part.divide == 'shards'
+    for (group, name), value in _NEW_VALUES.items():
+        assert conf[group][name] == value, (group, name)
+    # And it is the last good partition: with the options contradicting
+    # each other, the inventory keeps the whole new one.
+    conf.set_override('conductor_group', 'rack-c', 'ironic')
+    try:
+        kept = inv.current_partition()
+    finally:
+        conf.clear_override('conductor_group', 'ironic')
+    assert kept == part
+
+
+class _Hammer(threading.Thread):
+    """Reads every partition option, round after round, until stopped."""
+
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        super().__init__(daemon=True)
+        self.conf = conf
+        self.stop = False
+        self.paused = False
+        self.idle = False
+        self.rounds = 0
+        self.cond = threading.Condition()
+
+    def run(self) -> None:
+        while True:
+            with self.cond:
+                self.idle = True
+                self.cond.notify_all()
+                self.cond.wait_for(lambda: self.stop or not self.paused)
+                if self.stop:
+                    return
+                self.idle = False
+            for group, name in reload.MUTABLE:
+                self.conf[group][name]
+            with self.cond:
+                self.rounds += 1
+                self.cond.notify_all()
+
+    def wait_rounds(self, n: int) -> None:
+        with self.cond:
+            start = self.rounds
+            assert self.cond.wait_for(lambda: self.rounds >= start + n, 10)
+
+    def pause(self) -> None:
+        """Return once no read is under way (between two rounds)."""
+        with self.cond:
+            self.paused = True
+            assert self.cond.wait_for(lambda: self.idle, 10)
+
+    def resume(self) -> None:
+        with self.cond:
+            self.paused = False
+            self.cond.notify_all()
+
+    def finish(self) -> None:
+        with self.cond:
+            self.stop = True
+            self.cond.notify_all()
+        self.join(10)
+
+
+def test_values_read_while_the_files_are_reread_do_not_survive(
+        state: reload._State, conf_file: tuple[cfg.ConfigOpts, pathlib.Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # oslo.config empties its value cache, then re-reads the files: a
+    # thread reading meanwhile caches the old values. Here the re-read
+    # waits until the reader has read every option twice over (from the
+    # old files), so the race happens every time. (The reader then pauses
+    # between two rounds while the new files are swapped in: a read under
+    # way at that moment is the next test's case.)
+    conf, path = conf_file
+    path.write_text(_OLD)
+    conf.reload_config_files()
+    inv = _inventory(conf)
+    hammer = _Hammer(conf)
+    parse = conf._parse_config_files
+
+    def slow_parse() -> Any:
+        namespace = parse()
+        hammer.wait_rounds(2)
+        hammer.pause()
+        return namespace
+
+    monkeypatch.setattr(conf, '_parse_config_files', slow_parse)
+    hammer.start()
+    try:
+        path.write_text(_NEW)
+        conf.mutate_config_files()
+        for (group, name), value in _NEW_VALUES.items():
+            assert conf[group][name] == value, (group, name)
+        hammer.resume()
+        hammer.wait_rounds(2)
+    finally:
+        hammer.finish()
+    assert state.last_good[('ironic_multi', 'partition_key')] == 'rack-b'
+    assert state.last_good[('ironic_multi', 'peer_list')] == [
+        'host1', 'host2']
+    _assert_new_partition(conf, inv)
+
+
+def test_a_read_under_way_at_the_swap_is_not_kept(
+        state: reload._State, conf_file: tuple[cfg.ConfigOpts, pathlib.Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The remaining window: a reader took the old files' value before the
+    # new files replaced them and caches it after the reload hook ran. The
+    # reader is held inside oslo.config's conversion of the value until the
+    # whole reload is over.
+    conf, path = conf_file
+    path.write_text(_OLD)
+    conf.reload_config_files()
+    inv = _inventory(conf)
+    opt = conf._get_opt_info('partition_key', 'ironic_multi')['opt']
+    convert = opt.type
+    entered, release = threading.Event(), threading.Event()
+    seen: list[str] = []
+
+    def held_convert(value: Any) -> Any:
+        if threading.current_thread() is reader:
+            entered.set()
+            assert release.wait(10)
+        return convert(value)
+
+    monkeypatch.setattr(opt, 'type', held_convert)
+    reader = threading.Thread(
+        target=lambda: seen.append(conf.ironic_multi.partition_key),
+        daemon=True)
+    parse = conf._parse_config_files
+
+    def parse_with_a_reader_inside() -> Any:
+        namespace = parse()
+        reader.start()       # the old files are still the ones in force
+        assert entered.wait(10)
+        return namespace
+
+    monkeypatch.setattr(conf, '_parse_config_files',
+                        parse_with_a_reader_inside)
+    path.write_text(_NEW)
+    conf.mutate_config_files()
+    release.set()
+    reader.join(10)
+    assert seen == ['rack-a']      # it did read the old files, and cached
+    # The inventory never used that value, and its next resolution (at the
+    # latest the next period) dropped it for every other reader too.
+    _assert_new_partition(conf, inv)
+
+
+def test_a_resolution_under_way_at_the_swap_is_done_again(
+        state: reload._State, conf_file: tuple[cfg.ConfigOpts, pathlib.Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The new files are swapped in after the partition key was read from
+    # the old ones and before the peer list is: the key of the old files
+    # with the peers of the new ones would divide rack-a among hosts that
+    # do not serve it.
+    from nova_ironic_multi import partition
+    conf, path = conf_file
+    path.write_text(_OLD)
+    conf.reload_config_files()
+    opt = conf._get_opt_info('partition_key', 'ironic_multi')['opt']
+    convert = opt.type
+    reloads: list[Any] = []
+
+    def convert_then_reload(value: Any) -> Any:
+        converted = convert(value)
+        if not reloads:
+            path.write_text(_NEW)
+            reloads.append(conf.mutate_config_files())
+        return converted
+
+    monkeypatch.setattr(opt, 'type', convert_then_reload)
+    part = partition.resolve(conf, 'host1')
+    assert len(reloads) == 1
+    assert part.scope.conductor_group == 'rack-b'
+    assert part.peers == frozenset({'host1', 'host2'})
+    assert part.divide == 'shards'
+
+
+def test_files_that_never_settle_are_not_resolved(
+        state: reload._State, conf_file: tuple[cfg.ConfigOpts, pathlib.Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from nova_ironic_multi import partition
+    conf, path = conf_file
+    opt = conf._get_opt_info('partition_key', 'ironic_multi')['opt']
+    convert = opt.type
+
+    def convert_then_reload(value: Any) -> Any:
+        conf.mutate_config_files()
+        return convert(value)
+
+    monkeypatch.setattr(opt, 'type', convert_then_reload)
+    with pytest.raises(reload.Unsettled, match='reloaded 5 times'):
+        partition.resolve(conf, 'host1')
+
+
+def test_a_resolution_while_the_hook_pins_never_mixes(
+        state: reload._State, conf_file: tuple[cfg.ConfigOpts, pathlib.Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A rejected reload is pinned back one option at a time: a resolution
+    # between two pins must fail (and keep the last good partition) or
+    # give the old one, never the old key with the new peers.
+    from nova_ironic_multi import partition
+    conf, path = conf_file
+    reload.watch(conf, Listener(conf))
+    old = partition.resolve(conf, 'host1')
+    seen: list[Any] = []
+    pin = conf.set_override
+
+    def pin_then_resolve(name: str, value: Any, group: str) -> None:
+        pin(name, value, group)
+        try:
+            seen.append(partition.resolve(conf, 'host1'))
+        except (partition.InvalidPartition, cfg.Error, ValueError) as e:
+            seen.append(type(e))
+
+    monkeypatch.setattr(conf, 'set_override', pin_then_resolve)
+    path.write_text('[ironic_multi]\npartition_key = g 1\n'
+                    'peer_list = host1,host2\ndivide = shards\n')
+    conf.mutate_config_files()
+    assert len(seen) == 3
+    assert all(s == old or not isinstance(s, partition.Partition)
+               for s in seen), seen
+    assert seen[-1] == old
