@@ -132,9 +132,10 @@ How this service learns which peer nova-compute services are alive.
 
 Possible values:
 
-* ``servicegroup`` (default): the nova-compute services that manage Ironic
-  nodes, or no node at all yet, and are up and enabled according to nova's
-  servicegroup API (``service_down_time`` and ``forced_down`` count).
+* ``servicegroup`` (default): the nova-compute services that run this
+  driver (each publishes a marker in placement) and are up and enabled
+  according to nova's servicegroup API (``service_down_time`` and
+  ``forced_down`` count).
 * ``static``: the hosts of ``peer_list`` that are up.
 * ``tooz``: the members of a tooz group that keep heartbeating, so a dead
   host leaves within ``tooz_member_timeout`` seconds.

@@ -11,16 +11,26 @@
 # under the License.
 """Peers from nova's own service records and servicegroup API.
 
-``servicegroup`` (the default) counts the enabled nova-compute services that
-manage Ironic nodes (those with compute nodes of hypervisor type
-``ironic``), or that run no hypervisor at all yet (an Ironic host whose
-share is empty: a libvirt host always has its one compute node), and are
-up, so ``service_down_time`` and ``forced_down`` count as they do for the
-scheduler. Counting only hosts that have nodes made an empty host invisible
-to its peers while it counted itself: views differed, and with few free
-nodes the hosts took nodes from each other forever. This host applies the
-same facts to its own service record: if its peers do not count it, it does
-not count itself.
+``servicegroup`` (the default) counts the nova-compute services that run
+this driver and are up and enabled, so ``service_down_time`` and
+``forced_down`` count as they do for the scheduler. A service runs this
+driver when
+
+* its record carries this driver's marker in placement (see
+  :mod:`~nova_ironic_multi.membership.marker`: every service of this driver
+  publishes one under its service UUID; no other hypervisor does, whether
+  it is running, just starting or crash-looping), and
+* it has no compute node of another hypervisor type that is not deleted (a
+  host reinstalled with another driver under the same service record).
+
+Compute nodes alone cannot tell: an Ironic host whose share is empty has
+none (counting only hosts that have nodes made it invisible to its peers
+while it counted itself, and with few free nodes the hosts took nodes from
+each other forever), and neither has a libvirt host before its first
+compute node; and nova's ``service_get_all_computes_by_hv_type`` also
+matches compute nodes that were deleted, under a host name reused since.
+This host applies the same facts to its own service record: if its peers
+do not count it, it does not count itself.
 ``static`` counts the hosts of ``peer_list`` that are up and enabled,
 whether or not they already manage nodes.
 """
@@ -38,6 +48,7 @@ from nova import servicegroup
 from oslo_log import log as logging
 
 from nova_ironic_multi.membership import base
+from nova_ironic_multi.membership import marker
 from nova_ironic_multi import partition
 
 LOG = logging.getLogger(__name__)
@@ -121,35 +132,86 @@ class _NovaServices(base.Membership):
 
 
 class ServiceGroupMembership(_NovaServices):
-    """Enabled, up nova-compute services that manage Ironic nodes."""
+    """Enabled, up nova-compute services that run this driver."""
 
     name = 'servicegroup'
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        #: Hosts seen running another hypervisor: a type never changes.
-        self._other_hypervisor: set[str] = set()
+        #: Service UUIDs seen with an Ironic compute node and no other,
+        #: kept while they stay up (a reinstall takes the service down).
+        self._ironic: set[str] = set()
+        #: The service UUIDs with a marker, as last read.
+        self._marked: frozenset[str] | None = None
 
     def _candidates(self, ctxt: Any) -> Iterable[Any]:
-        # Only enabled services; this host's own record is looked up apart.
-        ironic = list(objects.ServiceList.get_all_computes_by_hv_type(
-            ctxt, HYPERVISOR_TYPE))
-        known = {svc.host for svc in ironic}
-        empty = [svc for svc in services(ctxt)
-                 if not svc.disabled and svc.host not in known and
-                 svc.host not in self._other_hypervisor and
-                 self._no_compute_node(ctxt, svc.host)]
-        return ironic + empty
-
-    def _no_compute_node(self, ctxt: Any, host: str) -> bool:
-        """Whether ``host`` runs no hypervisor yet (remembers other types)."""
         try:
-            nodes = objects.ComputeNodeList.get_all_by_host(ctxt, host)
+            marked = marker.read()
+        except marker.MarkerError as e:
+            raise base.MembershipUnavailable(
+                'cannot read which nova-compute services run this driver: '
+                '%s' % e) from e
+        self._marked = marked
+        found = services(ctxt)
+        up = {svc.uuid for svc in found
+              if exclusion(svc, self._servicegroup) is None}
+        self._ironic &= up
+        return [svc for svc in found
+                if svc.uuid in marked and svc.uuid in up and
+                self.other_hypervisor(ctxt, svc) is None]
+
+    def other_hypervisor(self, ctxt: Any, svc: Any) -> str | None:
+        """The other hypervisor type a service's compute nodes have, or None.
+
+        :raises NovaException: nova cannot say.
+        """
+        if svc.uuid in self._ironic:
+            return None
+        try:
+            nodes = objects.ComputeNodeList.get_all_by_host(ctxt, svc.host)
         except exception.ComputeHostNotFound:
-            return True
-        if all(cn.hypervisor_type != HYPERVISOR_TYPE for cn in nodes):
-            self._other_hypervisor.add(host)
-        return False
+            return None
+        other = sorted({cn.hypervisor_type for cn in nodes
+                        if cn.hypervisor_type != HYPERVISOR_TYPE})
+        if other:
+            return ','.join(other)
+        self._ironic.add(svc.uuid)
+        return None
+
+    def own_exclusion(self) -> str | None:
+        ctxt = nova_context.get_admin_context()
+        try:
+            svc = objects.Service.get_by_host_and_binary(
+                ctxt, self.host, BINARY)
+        except exception.NovaException as e:
+            raise base.MembershipUnavailable(
+                "cannot read this host's nova-compute service: %s" % e) from e
+        if svc is None:
+            # A new service (no record yet) counts; its first period after
+            # nova creates the record publishes its marker.
+            return None
+        reason = exclusion(svc, self._servicegroup)
+        if reason is not None:
+            return reason
+        if self._marked is None or svc.uuid not in self._marked:
+            # Not seen by its peers yet (or the marker was removed).
+            if self.observer:
+                return 'not published as a peer in placement'
+            try:
+                marker.publish(svc.host, svc.uuid)
+            except marker.MarkerError as e:
+                return ('not published as a peer in placement, so its '
+                        'peers do not count it (%s)' % e)
+            self._marked = (self._marked or frozenset()) | {svc.uuid}
+        try:
+            other = self.other_hypervisor(ctxt, svc)
+        except exception.NovaException as e:
+            raise base.MembershipUnavailable(
+                "cannot read this host's compute nodes: %s" % e) from e
+        if other is not None:
+            return ('recorded with compute nodes of hypervisor type %s; '
+                    'nova deletes them in its next period' % other)
+        return None
 
 
 class StaticMembership(_NovaServices):

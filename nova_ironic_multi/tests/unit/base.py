@@ -31,6 +31,7 @@ from nova.virt import virtapi
 
 from nova_ironic_multi import conf as nim_conf
 from nova_ironic_multi import driver
+from nova_ironic_multi.membership import marker
 from nova_ironic_multi.tests.unit import fake_ironic
 
 
@@ -44,6 +45,36 @@ def seed_compute_nodes(ctxt: Any, hosts: Any) -> None:
             vcpus_used=0, memory_mb_used=0, local_gb_used=0,
             cpu_info='', disk_available_least=0, free_ram_mb=0,
             free_disk_gb=0, current_workload=0, running_vms=0).create()
+
+
+class FakeMarkers(fixtures.Fixture):
+    """This driver's markers in placement, in memory (membership.marker).
+
+    A service whose host has an Ironic compute node has published its
+    marker (every Ironic host does in its first period); others only once
+    they call :func:`marker.publish`.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.published: set[str] = set()
+
+    def _setUp(self) -> None:
+        self.useFixture(fixtures.MockPatchObject(marker, 'read', self.read))
+        self.useFixture(fixtures.MockPatchObject(marker, 'publish',
+                                                 self.publish))
+
+    def read(self) -> frozenset[str]:
+        ctxt = nova_context.get_admin_context()
+        ironic = {cn.host for cn in objects.ComputeNodeList.get_all(ctxt)
+                  if cn.hypervisor_type == 'ironic'}
+        return frozenset(self.published | {
+            svc.uuid for svc in objects.ServiceList.get_by_binary(
+                ctxt, 'nova-compute', include_disabled=True)
+            if svc.host in ironic})
+
+    def publish(self, host: str, service_uuid: str) -> None:
+        self.published.add(service_uuid)
 
 
 class DriverTestCase(test.TestCase):
@@ -78,6 +109,7 @@ class DriverTestCase(test.TestCase):
         self.useFixture(fixtures.MockPatch(
             'nova_ironic_multi.ironic.Ironic', return_value=self.ironic))
         self.ctxt = nova_context.get_admin_context()
+        self.markers = self.useFixture(FakeMarkers())
         self.driver = driver.IronicDriver(virtapi.VirtAPI())
         self.driver.init_host(self.HOST)
 

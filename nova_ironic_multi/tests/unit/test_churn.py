@@ -65,6 +65,7 @@ import pytest
 
 from nova_ironic_multi import conf as nim_conf
 from nova_ironic_multi import inventory
+from nova_ironic_multi.membership import marker
 from nova_ironic_multi.membership import servicegroup
 from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import states
@@ -83,6 +84,7 @@ MODES = ((False, 'servicegroup'), (True, 'servicegroup'), (True, 'static'))
 MAX_ROUNDS = 4
 NODE_NS = uuid.UUID('8a0a1e0c-2f6b-4d0e-9c2e-7a1b5d3c9f00')
 INSTANCE_NS = uuid.UUID('3f1c7e52-90d4-4b8a-a6e1-0c5d2b9e4f11')
+SERVICE_NS = uuid.UUID('5b7d2a10-6c3e-4f8a-9d1b-2e4c6a8f0b13')
 
 
 @dataclasses.dataclass
@@ -93,6 +95,11 @@ class Service:
     updated_at: int
     disabled: bool = False
     forced_down: bool = False
+
+    @property
+    def uuid(self) -> str:
+        # One record per host name: a restart keeps it.
+        return str(uuid.uuid5(SERVICE_NS, self.host))
 
 
 @dataclasses.dataclass
@@ -138,6 +145,8 @@ class Fleet:
         self.instances: dict[str, Instance] = {}
         #: compute_nodes rows: node -> host.
         self.compute_nodes: dict[str, str] = {}
+        #: Service UUIDs with this driver's marker in placement.
+        self.marked: set[str] = set()
         self._infos: dict[tuple[str, str, str | None, bool],
                           nodeinfo.NodeInfo] = {}
 
@@ -177,11 +186,13 @@ class Fleet:
                           deleted=self.instances[u].deleted)
                 for u in filters['uuid'] if u in self.instances]
 
-    def ironic_computes(self, ctxt: Any, hv_type: str) -> list[Service]:
-        # Enabled services with a compute node of hypervisor type ironic.
-        hosts = set(self.compute_nodes.values())
-        return [s for s in self.services.values()
-                if not s.disabled and s.host in hosts]
+    # placement (the membership markers) -------------------------------------
+
+    def markers(self) -> frozenset[str]:
+        return frozenset(self.marked)
+
+    def publish(self, host: str, service_uuid: str) -> None:
+        self.marked.add(service_uuid)
 
     def all_services(self, ctxt: Any, binary: str,
                      include_disabled: bool = False) -> list[Service]:
@@ -234,8 +245,9 @@ def simulated_nova() -> Iterator[None]:
         mock.patch.object(objects.InstanceList, 'get_by_filters',
                           lambda *a, **k: _current().instances_by_filters(
                               *a, **k)),
-        mock.patch.object(objects.ServiceList, 'get_all_computes_by_hv_type',
-                          lambda *a: _current().ironic_computes(*a)),
+        mock.patch.object(marker, 'read', lambda: _current().markers()),
+        mock.patch.object(marker, 'publish',
+                          lambda *a: _current().publish(*a)),
         mock.patch.object(objects.ServiceList, 'get_by_binary',
                           lambda *a, **k: _current().all_services(*a, **k)),
         mock.patch.object(objects.Service, 'get_by_host_and_binary',

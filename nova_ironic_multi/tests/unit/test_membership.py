@@ -17,16 +17,20 @@ import datetime
 from typing import Any
 import uuid
 
+import fixtures
+
 from nova.conf import CONF
 from nova import context as nova_context
 from nova import objects
 from nova import test
+from nova.tests.functional import fixtures as func_fixtures
 from oslo_utils import fixture as utils_fixture
 from oslo_utils import timeutils
 
 from nova_ironic_multi import conf as nim_conf
 from nova_ironic_multi import loader
 from nova_ironic_multi import membership
+from nova_ironic_multi.membership import marker
 from nova_ironic_multi.membership import servicegroup
 from nova_ironic_multi import ownership
 from nova_ironic_multi import partition
@@ -35,19 +39,38 @@ from nova_ironic_multi import rings
 
 def make_service(ctxt: nova_context.RequestContext, host: str,
                  hypervisor_type: str | None = 'ironic',
+                 marked: bool | None = None,
                  **fields: object) -> objects.Service:
+    """A nova-compute service record, with one compute node of its type.
+
+    :param hypervisor_type: None: no compute node (an Ironic host whose
+        share is empty).
+    :param marked: whether it published this driver's marker (default:
+        when it runs this driver, ``ironic`` or None).
+    """
     svc = objects.Service(ctxt, host=host, binary='nova-compute',
                           topic='compute', report_count=1, **fields)
     svc.create()
+    if marked is None:
+        marked = hypervisor_type in ('ironic', None)
+    if marked:
+        marker.publish(host, svc.uuid)
     if hypervisor_type:
-        objects.ComputeNode(
+        add_compute_node(ctxt, host, hypervisor_type)
+    return svc
+
+
+def add_compute_node(ctxt: nova_context.RequestContext, host: str,
+                     hypervisor_type: str) -> objects.ComputeNode:
+    cn = objects.ComputeNode(
             ctxt, host=host, hypervisor_hostname=str(uuid.uuid4()),
             uuid=str(uuid.uuid4()), hypervisor_type=hypervisor_type,
             hypervisor_version=1, vcpus=0, memory_mb=0, local_gb=0,
             vcpus_used=0, memory_mb_used=0, local_gb_used=0, cpu_info='',
             disk_available_least=0, free_ram_mb=0, free_disk_gb=0,
-            current_workload=0, running_vms=0).create()
-    return svc
+            current_workload=0, running_vms=0)
+    cn.create()
+    return cn
 
 
 class NovaMembershipTest(test.TestCase):
@@ -55,6 +78,7 @@ class NovaMembershipTest(test.TestCase):
     def setUp(self) -> None:
         super().setUp()
         nim_conf.register_opts(CONF)
+        self.useFixture(func_fixtures.PlacementFixture())
         self.ctxt = nova_context.get_admin_context()
 
     def partition(self, host: str, **ours: object) -> partition.Partition:
@@ -88,6 +112,117 @@ class NovaMembershipTest(test.TestCase):
                          self.peers('servicegroup', 'host1'))
         self.assertEqual({'host1', 'empty'},
                          self.peers('servicegroup', 'empty'))
+
+    def test_a_new_or_crash_looping_host_of_another_hypervisor_is_no_peer(
+            self) -> None:
+        # Up and enabled, no compute node yet (just started, or it keeps
+        # failing before it creates one): it never publishes the marker.
+        make_service(self.ctxt, 'host1')
+        make_service(self.ctxt, 'empty', hypervisor_type=None)
+        make_service(self.ctxt, 'libvirt1', hypervisor_type=None,
+                     marked=False)
+        for host in ('host1', 'empty'):
+            self.assertEqual({'host1', 'empty'},
+                             self.peers('servicegroup', host))
+
+    def test_a_reused_name_with_a_deleted_ironic_compute_node_is_no_peer(
+            self) -> None:
+        # host2 ran this driver; its service was deleted (nova soft-deletes
+        # its compute nodes) and a libvirt host took the name, with a new
+        # service record. nova's service_get_all_computes_by_hv_type still
+        # matches the deleted Ironic row.
+        make_service(self.ctxt, 'host1')
+        old = make_service(self.ctxt, 'host2')
+        for cn in objects.ComputeNodeList.get_all_by_host(self.ctxt,
+                                                          'host2'):
+            cn.destroy()
+        old.destroy()
+        make_service(self.ctxt, 'host2', hypervisor_type=None, marked=False)
+        self.assertIn('host2', {s.host for s in
+                                objects.ServiceList.get_all_computes_by_hv_type(
+                                    self.ctxt, 'ironic')})
+        self.assertEqual({'host1'}, self.peers('servicegroup', 'host1'))
+        # Once it has its libvirt compute node, still not.
+        add_compute_node(self.ctxt, 'host2', 'QEMU')
+        self.assertEqual({'host1'}, self.peers('servicegroup', 'host1'))
+
+    def test_a_host_reinstalled_under_the_same_service_record_is_no_peer(
+            self) -> None:
+        # The record (and its marker) stayed; the new libvirt compute
+        # creates its compute node before its heartbeats begin, and nova
+        # deletes the Ironic rows it no longer reports.
+        make_service(self.ctxt, 'host1')
+        make_service(self.ctxt, 'host2')
+        plugin = membership.load('servicegroup', CONF, 'host1')
+        part = self.partition('host1', membership_driver='servicegroup')
+        self.assertEqual({'host1', 'host2'}, set(plugin.live_peers(part)))
+        for cn in objects.ComputeNodeList.get_all_by_host(self.ctxt,
+                                                          'host2'):
+            cn.destroy()
+        add_compute_node(self.ctxt, 'host2', 'QEMU')
+        # (A reinstall takes the service down first: its peers forget
+        # what they knew of it.)
+        self.flags(service_down_time=60)
+        later = timeutils.utcnow() + datetime.timedelta(seconds=61)
+        self.useFixture(utils_fixture.TimeFixture(later))
+        self.assertNotIn('host2', plugin.live_peers(part))
+        host2 = objects.Service.get_by_host_and_binary(
+            self.ctxt, 'host2', 'nova-compute')
+        host2.report_count += 1
+        host2.save()
+        host1 = objects.Service.get_by_host_and_binary(
+            self.ctxt, 'host1', 'nova-compute')
+        host1.report_count += 1
+        host1.save()
+        self.assertEqual({'host1'}, set(plugin.live_peers(part)))
+
+    def test_an_ironic_host_publishes_its_marker_and_counts_once_seen(
+            self) -> None:
+        # A new Ironic host with an empty share: no marker yet. Its first
+        # period publishes it; from then on every peer counts it.
+        make_service(self.ctxt, 'host1')
+        make_service(self.ctxt, 'host2', hypervisor_type=None, marked=False)
+        self.assertEqual({'host1'}, self.peers('servicegroup', 'host1'))
+        self.assertEqual({'host1', 'host2'},
+                         self.peers('servicegroup', 'host2'))
+        svc = objects.Service.get_by_host_and_binary(self.ctxt, 'host2',
+                                                     'nova-compute')
+        self.assertIn(svc.uuid, marker.read())
+        self.assertEqual({'host1', 'host2'},
+                         self.peers('servicegroup', 'host1'))
+
+    def test_the_first_host_finds_no_marker_and_publishes_its_own(
+            self) -> None:
+        # Placement knows no such trait yet: no marker, not an error.
+        make_service(self.ctxt, 'host1', marked=False)
+        self.assertEqual(frozenset(), marker.read())
+        self.assertEqual({'host1'}, self.peers('servicegroup', 'host1'))
+        self.assertEqual(1, len(marker.read()))
+
+    def test_a_host_that_cannot_publish_does_not_count_itself(
+            self) -> None:
+        make_service(self.ctxt, 'host1')
+        make_service(self.ctxt, 'host2', hypervisor_type=None, marked=False)
+        real = marker._call
+
+        def refuse(method: str, url: str, data: Any = None) -> Any:
+            if method != 'get':
+                raise marker.MarkerError('placement is read-only today')
+            return real(method, url, data)
+
+        self.useFixture(fixtures.MockPatchObject(marker, '_call', refuse))
+        self.assertEqual({'host1'}, self.peers('servicegroup', 'host2'))
+        self.assertEqual({'host1'}, self.peers('servicegroup', 'host1'))
+
+    def test_placement_down_is_membership_unavailable(self) -> None:
+        make_service(self.ctxt, 'host1')
+
+        def down(*args: Any, **kwargs: Any) -> Any:
+            raise marker.MarkerError('cannot reach placement')
+
+        self.useFixture(fixtures.MockPatchObject(marker, '_call', down))
+        self.assertRaises(membership.MembershipUnavailable,
+                          self.peers, 'servicegroup', 'host1')
 
     def test_forced_down_and_disabled_peers_are_dropped(self) -> None:
         make_service(self.ctxt, 'host1')

@@ -161,8 +161,9 @@ class ToozMembershipTest(test.TestCase):
         hosts = ('host1', 'host2', 'host3', 'host4')
         ctxt = nova_context.get_admin_context()
         for host in hosts:
+            # (tooz's members are the group's: no placement marker.)
             test_membership.make_service(
-                ctxt, host, disabled=(host == 'host2'),
+                ctxt, host, marked=False, disabled=(host == 'host2'),
                 forced_down=(host == 'host3'))
         plugins = {h: self.member(h) for h in hosts}
         for host, plugin in plugins.items():
