@@ -14,14 +14,14 @@
 nova records no driver per service, and a host of this driver whose share
 is empty has no compute node to tell it apart from a libvirt host that has
 just started (or keeps crashing before it creates its compute node). So
-each service of this driver publishes a marker: a resource provider whose
-UUID is the UUID of its nova-compute service record, named
-``nova-ironic-multi <host> <UUID>``, with the trait :data:`TRAIT`, and with no
-inventory (the scheduler never offers it). Other hypervisors never publish
-one, and a host name reused by a new service record has a new UUID, so a
-marker left by an older service under that name never counts (it stays,
-harmless: it has no inventory; ``openstack resource provider delete``
-removes it).
+each service of this driver publishes a marker: a custom trait in
+placement named after the UUID of its nova-compute service record,
+``CUSTOM_NOVA_IRONIC_MULTI_HOST_<UUID in hex>``. The trait is attached to
+nothing (no provider, no inventory: the scheduler never sees it). Other
+hypervisors never publish one, and a host name reused by a new service
+record has a new UUID, so a marker left by an older service under that
+name never counts (it stays, harmless; ``openstack --os-placement-api-version
+1.6 trait delete NAME`` removes it).
 
 Every peer reads all markers with one request per period.
 """
@@ -29,6 +29,7 @@ Every peer reads all markers with one request per period.
 from __future__ import annotations
 
 from typing import Any
+import uuid
 
 from keystoneauth1 import exceptions as ks_exc
 from nova.scheduler.client import report
@@ -36,11 +37,10 @@ from oslo_log import log as logging
 
 LOG = logging.getLogger(__name__)
 
-#: The trait every marker carries (a custom trait: placement's rules).
-TRAIT = 'CUSTOM_NOVA_IRONIC_MULTI_HOST'
-#: Placement microversion: ``required`` on listings (1.18), a created
-#: provider in the answer (1.20).
-VERSION = '1.20'
+#: Every marker's name starts with this (a custom trait: placement's rules).
+PREFIX = 'CUSTOM_NOVA_IRONIC_MULTI_HOST_'
+#: Placement microversion: traits and their ``startswith:`` filter (1.6).
+VERSION = '1.6'
 
 
 class MarkerError(RuntimeError):
@@ -70,9 +70,9 @@ def _fail(resp: Any, what: str) -> MarkerError:
                        % (what, resp.status_code, resp.text[:200]))
 
 
-def name(host: str, service_uuid: str) -> str:
-    """The marker's provider name (unique, as placement requires)."""
-    return 'nova-ironic-multi %s %s' % (host, service_uuid)
+def name(service_uuid: str) -> str:
+    """The marker of the nova-compute service ``service_uuid``."""
+    return PREFIX + uuid.UUID(service_uuid).hex.upper()
 
 
 def read() -> frozenset[str]:
@@ -80,45 +80,26 @@ def read() -> frozenset[str]:
 
     :raises MarkerError: placement cannot say.
     """
-    resp = _call('get', '/resource_providers?required=%s' % TRAIT)
-    if resp.status_code == 400 and not _trait_exists():
-        return frozenset()      # no host has published one yet
+    resp = _call('get', '/traits?name=startswith:%s' % PREFIX)
     if resp.status_code != 200:
         raise _fail(resp, 'list the markers')
-    return frozenset(p['uuid'] for p in resp.json()['resource_providers'])
-
-
-def _trait_exists() -> bool:
-    resp = _call('get', '/traits?name=in:%s' % TRAIT)
-    if resp.status_code != 200:
-        raise _fail(resp, 'list the traits')
-    return TRAIT in resp.json()['traits']
+    found = set()
+    for trait in resp.json()['traits']:
+        try:
+            found.add(str(uuid.UUID(trait[len(PREFIX):])))
+        except ValueError:
+            continue        # not one of ours
+    return frozenset(found)
 
 
 def publish(host: str, service_uuid: str) -> None:
-    """Publish (or repair) the marker of the service ``service_uuid``.
-
-    Idempotent: a marker already there is left as it is.
+    """Publish the marker of the service ``service_uuid`` (idempotent).
 
     :raises MarkerError: placement refused or cannot be reached.
     """
-    url = '/resource_providers/%s' % service_uuid
-    resp = _call('get', url)
-    if resp.status_code == 404:
-        resp = _call('post', '/resource_providers',
-                     {'uuid': service_uuid,
-                      'name': name(host, service_uuid)})
-    if resp.status_code not in (200, 201):
-        raise _fail(resp, 'create the marker %s' % service_uuid)
-    generation = resp.json()['generation']
-    resp = _call('put', '/traits/%s' % TRAIT)
+    trait = name(service_uuid)
+    resp = _call('put', '/traits/%s' % trait)
     if resp.status_code not in (201, 204):
-        raise _fail(resp, 'create the trait %s' % TRAIT)
-    resp = _call('put', url + '/traits',
-                 {'traits': [TRAIT],
-                  'resource_provider_generation': generation})
-    if resp.status_code != 200:
-        raise _fail(resp, 'set %s on the marker %s' % (TRAIT, service_uuid))
+        raise _fail(resp, 'create the trait %s' % trait)
     LOG.info('Published this host (%(host)s) as a nova-ironic-multi peer: '
-             'placement provider %(uuid)s with trait %(trait)s.',
-             {'host': host, 'uuid': service_uuid, 'trait': TRAIT})
+             'placement trait %(trait)s.', {'host': host, 'trait': trait})
