@@ -470,15 +470,17 @@ class Ironic:
     def list_nodes(self, scope: partition.Scope,
                    shards: Sequence[str] | None = None,
                    sharded: bool | None = None,
-                   with_shard: bool = False) -> list[nodeinfo.NodeInfo]:
+                   with_shard: bool = False,
+                   with_group: bool = False) -> list[nodeinfo.NodeInfo]:
         """Every node in ``scope``, one page per request.
 
         ``shards`` narrows the listing to the nodes of those shards (an
         empty sequence lists nothing, never everything) and ``sharded =
         False`` to the nodes without a shard; both need API 1.82 and add
         the ``shard`` field (``with_shard`` asks for it alone), so the caller
-        can check each node. Many shard
-        names are listed a batch at a time, so a request's URL stays short.
+        can check each node; ``with_group`` adds ``conductor_group``. Many
+        shard names are listed a batch at a time, so a request's URL stays
+        short.
 
         Pages until Ironic says there is no more (a page without a
         ``next`` link, or an empty page), so the page size is whatever
@@ -502,15 +504,20 @@ class Ironic:
             for start in range(0, len(names), SHARDS_PER_REQUEST):
                 found.extend(self._list_pages(
                     scope, by_shard, sharded=sharded,
-                    shards=names[start:start + SHARDS_PER_REQUEST]))
+                    shards=names[start:start + SHARDS_PER_REQUEST],
+                    with_group=with_group))
             return found
-        return self._list_pages(scope, by_shard, sharded=sharded)
+        return self._list_pages(scope, by_shard, sharded=sharded,
+                                with_group=with_group)
 
     def _list_pages(self, scope: partition.Scope, with_shard: bool,
                     sharded: bool | None = None,
-                    shards: list[str] | None = None
+                    shards: list[str] | None = None,
+                    with_group: bool = False
                     ) -> list[nodeinfo.NodeInfo]:
         fields = nodeinfo.listing_fields(scope)
+        if with_group and 'conductor_group' not in fields:
+            fields.append('conductor_group')
         filters: dict[str, Any] = {'fields': fields}
         if with_shard:
             if nodeinfo.SHARD_FIELD not in fields:

@@ -106,6 +106,9 @@ class Fleet:
     #: The rings built for this view (one per member set asked about).
     ring_cache: rings.RingCache = dataclasses.field(
         default_factory=rings.RingCache)
+    #: Where one Ironic scope is served from more than one cell
+    #: (:func:`cell_conflicts`).
+    cell_conflicts: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def unknown(self) -> list[nodeinfo.NodeInfo]:
@@ -158,9 +161,20 @@ class Fleet:
         return next((n for n in self.nodes if n.uuid == node_uuid), None)
 
 
-def _cells(ctxt: Any) -> list[Any]:
-    return [c for c in objects.CellMappingList.get_all(ctxt)
-            if not c.is_cell0()]
+def _cells(ctxt: Any) -> list[tuple[str, Any]]:
+    """Every cell but cell0, as (name, a context targeted at it).
+
+    The command's own context reaches ``[database] connection``, which is
+    cell0 or a superconductor's database in common layouts: nothing of
+    the computes is there.
+    """
+    found = []
+    for cell in objects.CellMappingList.get_all(ctxt):
+        if cell.is_cell0():
+            continue
+        with nova_context.target_cell(ctxt, cell) as cctxt:
+            found.append((cell.name or cell.uuid, cctxt))
+    return found
 
 
 @dataclasses.dataclass
@@ -171,28 +185,82 @@ class _NovaView:
         default_factory=lambda: collections.defaultdict(set))
     instance_hosts: dict[str, str] = dataclasses.field(default_factory=dict)
     deleted_hosts: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: Lower-cased host -> the cell of its nova-compute service.
+    host_cells: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: Node UUID -> cell -> the hosts whose compute nodes it has there.
+    node_cells: dict[str, dict[str, set[str]]] = dataclasses.field(
+        default_factory=lambda: collections.defaultdict(
+            lambda: collections.defaultdict(set)))
 
 
-def _read_nova(ctxt: Any, instance_uuids: list[str]) -> _NovaView:
+def _read_nova(cells: list[tuple[str, Any]],
+               instance_uuids: list[str]) -> _NovaView:
     view = _NovaView()
-    for cell in _cells(ctxt):
-        with nova_context.target_cell(ctxt, cell) as cctxt:
-            view.services.extend(objects.ServiceList.get_by_binary(
-                cctxt, 'nova-compute', include_disabled=True))
-            for cn in objects.ComputeNodeList.get_all(cctxt):
-                if cn.hypervisor_type == 'ironic':
-                    view.ironic_hosts[cn.host].add(cn.hypervisor_hostname)
-            if instance_uuids:
-                # Deleted ones too: their nodes are orphans, kept by the
-                # host the instance had (orphans.py).
-                found = objects.InstanceList.get_by_filters(
-                    cctxt.elevated(read_deleted='yes'),
-                    {'uuid': instance_uuids}, expected_attrs=[])
-                for i in found:
-                    hosts = (view.deleted_hosts if i.deleted
-                             else view.instance_hosts)
-                    hosts[i.uuid] = (i.host or '').lower()
+    for cell, cctxt in cells:
+        for svc in objects.ServiceList.get_by_binary(
+                cctxt, 'nova-compute', include_disabled=True):
+            view.services.append(svc)
+            view.host_cells[svc.host.lower()] = cell
+        for cn in objects.ComputeNodeList.get_all(cctxt):
+            if cn.hypervisor_type == 'ironic':
+                view.ironic_hosts[cn.host].add(cn.hypervisor_hostname)
+                view.node_cells[cn.hypervisor_hostname][cell].add(
+                    cn.host.lower())
+        if instance_uuids:
+            # Deleted ones too: their nodes are orphans, kept by the host
+            # the instance had (orphans.py).
+            found = objects.InstanceList.get_by_filters(
+                cctxt.elevated(read_deleted='yes'),
+                {'uuid': instance_uuids}, expected_attrs=[])
+            for i in found:
+                hosts = (view.deleted_hosts if i.deleted
+                         else view.instance_hosts)
+                hosts[i.uuid] = (i.host or '').lower()
     return view
+
+
+def _where(by_cell: dict[str, set[str]]) -> str:
+    return ' and '.join('%s (%s)' % (cell, ', '.join(sorted(hosts)))
+                        for cell, hosts in sorted(by_cell.items()))
+
+
+def cell_conflicts(nodes: list[nodeinfo.NodeInfo], scope: partition.Scope,
+                   members: frozenset[str] | set[str],
+                   view: _NovaView) -> list[str]:
+    """What breaks the rule that one Ironic scope belongs to one cell.
+
+    A compute sees only its own cell, so the computes of two cells that
+    serve the same nodes divide them apart and claim each free node twice.
+    Reported: a node with compute nodes in two cells; a conductor group
+    whose nodes have compute nodes in two cells; and, when this command's
+    scope is narrower than the whole fleet, live members in two cells.
+    """
+    found = []
+    groups: dict[str | None, dict[str, set[str]]] = collections.defaultdict(
+        lambda: collections.defaultdict(set))
+    for node in nodes:
+        by_cell = view.node_cells.get(node.uuid)
+        if not by_cell:
+            continue
+        if len(by_cell) > 1:
+            found.append('node %s has compute nodes in cells %s'
+                         % (node.uuid, _where(by_cell)))
+        for cell, hosts in by_cell.items():
+            groups[node.conductor_group][cell] |= hosts
+    for group, by_cell in sorted(groups.items(), key=lambda g: str(g[0])):
+        if len(by_cell) > 1:
+            found.append('%s is served from cells %s' % (
+                'conductor group %r' % group if group is not None
+                else 'the fleet', _where(by_cell)))
+    if scope != partition.Scope():
+        by_cell = collections.defaultdict(set)
+        for member in members:
+            if member in view.host_cells:
+                by_cell[view.host_cells[member]].add(member)
+        if len(by_cell) > 1:
+            found.append('the live members of %s are in cells %s'
+                         % (scope.describe(), _where(by_cell)))
+    return found
 
 
 def gather(conf: cfg.ConfigOpts, shards: bool = False) -> Fleet:
@@ -215,18 +283,32 @@ def gather(conf: cfg.ConfigOpts, shards: bool = False) -> Fleet:
                   '[ironic_multi] membership_driver')
     client = ironic.Ironic(conf)
     shards = shards or part.by_shard
-    nodes = client.list_nodes(part.scope, with_shard=shards)
-    counts = client.shards() if shards else None
     ctxt = nova_context.get_admin_context()
-    nova = _read_nova(ctxt,
+    cells = _cells(ctxt)
+    listing: dict[str, Any] = {'with_shard': shards}
+    if len(cells) > 1:
+        # Which conductor group each node is in: one scope, one cell.
+        listing['with_group'] = True
+    nodes = client.list_nodes(part.scope, **listing)
+    counts = client.shards() if shards else None
+    nova = _read_nova(cells,
                       [n.instance_uuid for n in nodes if n.instance_uuid])
-    # The members as every service sees them: the same plugin, looking.
+    # The members as every service sees them: the same plugin, looking,
+    # in every cell.
     plugin = membership.load(part.membership_driver, conf, OBSERVER,
                              observer=True)
+    plugin.cells = [cctxt for _, cctxt in cells]
     try:
         live = set(plugin.observe(part))
     finally:
         plugin.stop()
+    conflicts = cell_conflicts(nodes, part.scope, live, nova)
+    serving = {cell for n in nodes if ownership.in_scope(n, part.scope)
+               for cell in nova.node_cells.get(n.uuid, ())}
+    if len(serving) == 1:
+        # A compute counts the peers of its own cell only: the cell that
+        # has this scope's compute nodes.
+        live = {m for m in live if nova.host_cells.get(m) in serving}
     api = servicegroup.API()
     hosts: dict[str, Host] = {}
     for svc in nova.services:
@@ -250,7 +332,8 @@ def gather(conf: cfg.ConfigOpts, shards: bool = False) -> Fleet:
     ring = cache.get(part.ring_algorithm, members, part.partition_exponent)
     fleet = Fleet(part, nodes, nova.instance_hosts, hosts, members, ring,
                   deleted_hosts=nova.deleted_hosts, client=client,
-                  shard_counts=counts, ring_cache=cache)
+                  shard_counts=counts, ring_cache=cache,
+                  cell_conflicts=conflicts)
     divide(fleet)
     return fleet
 

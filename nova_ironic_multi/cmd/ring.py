@@ -122,6 +122,7 @@ def show(fleet: fleet_mod.Fleet, out: TextIO, fmt: str) -> int:
         'nodes_with_unknown_instance': unknown,
         'hosts_not_managing_their_instances': stranded,
         'advice': advised,
+        'cell_conflicts': list(fleet.cell_conflicts),
     }
     text = [
         'Scope: %s; peers: %s; membership: %s; ring: %s' % (
@@ -150,6 +151,13 @@ def show(fleet: fleet_mod.Fleet, out: TextIO, fmt: str) -> int:
                                     'not a live peer'))
     for name in stranded:
         text.append('Warning: %s' % advised[name])
+    if fleet.cell_conflicts:
+        text += ['', 'Warning: One Ironic scope belongs to one cell. A '
+                 'compute sees only the services and compute nodes of its '
+                 'own cell, so the computes of two cells divide the same '
+                 'nodes apart and claim each free node twice. Serve each '
+                 'conductor group (or the whole fleet) from one cell:']
+        text += ['  %s' % line for line in fleet.cell_conflicts]
     if orphans:
         text += ['', 'Nodes of instances nova deleted while their host was '
                  'down (the host keeps each; nova\'s reaper, [DEFAULT] '

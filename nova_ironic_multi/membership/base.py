@@ -24,7 +24,9 @@ managed by nobody.
 from __future__ import annotations
 
 import abc
+from typing import Any
 
+from nova import context as nova_context
 from oslo_config import cfg
 from oslo_log import log as logging
 
@@ -52,6 +54,18 @@ class Membership(abc.ABC):
         self.observer = observer
         #: Why this host last left its own ring (None: it is a member).
         self._excluded: str | None = None
+        #: nova contexts targeted at the cells whose records
+        #: :meth:`observe` reads. None (a compute): this service's own
+        #: cell. The CLI, which runs where nova-manage runs and whose
+        #: untargeted context reaches ``[database] connection`` (cell0 or
+        #: a superconductor's database), sets every cell.
+        self.cells: list[Any] | None = None
+
+    def nova_contexts(self) -> list[Any]:
+        """The contexts to read nova's records through (see ``cells``)."""
+        if self.cells is not None:
+            return list(self.cells)
+        return [nova_context.get_admin_context()]
 
     def start(self) -> None:  # noqa: B027 - optional hook
         """Begin taking part (join groups, start heartbeats)."""
@@ -64,7 +78,8 @@ class Membership(abc.ABC):
         """The live peers of ``part`` as seen from outside (lower-cased).
 
         Only hosts of ``part.peers`` when that is set; this host is not
-        added. What ``nova-ironic-multi ring show`` reports.
+        added. What ``nova-ironic-multi ring show`` reports. nova's
+        records are read through :meth:`nova_contexts`.
 
         :raises MembershipUnavailable: the answer cannot be known now.
         """

@@ -121,14 +121,16 @@ class _NovaServices(base.Membership):
         return own_exclusion(self.host, self._servicegroup)
 
     def observe(self, part: partition.Partition) -> frozenset[str]:
-        ctxt = nova_context.get_admin_context()
-        try:
-            candidates = list(self._candidates(ctxt))
-        except exception.NovaException as e:
-            raise base.MembershipUnavailable(
-                'cannot read nova-compute services: %s' % e) from e
-        return frozenset(svc.host.lower() for svc in candidates
+        found: set[str] = set()
+        for ctxt in self.nova_contexts():
+            try:
+                candidates = list(self._candidates(ctxt))
+            except exception.NovaException as e:
+                raise base.MembershipUnavailable(
+                    'cannot read nova-compute services: %s' % e) from e
+            found.update(svc.host.lower() for svc in candidates
                          if counts(svc, part, self._servicegroup))
+        return frozenset(found)
 
 
 class ServiceGroupMembership(_NovaServices):

@@ -35,7 +35,6 @@ import time
 from typing import Any, NamedTuple
 from urllib import parse
 
-from nova import context as nova_context
 from oslo_log import log as logging
 from tooz import coordination
 
@@ -199,9 +198,9 @@ class ToozMembership(base.Membership):
         if part.peers is not None:
             members &= part.peers
         # The heartbeat says a host is alive, not that it may take nodes.
-        dropped = {svc.host.lower() for svc in servicegroup.services(
-            nova_context.get_admin_context())
-            if servicegroup.exclusion(svc, None) is not None}
+        dropped = {svc.host.lower() for ctxt in self.nova_contexts()
+                   for svc in servicegroup.services(ctxt)
+                   if servicegroup.exclusion(svc, None) is not None}
         return members - dropped
 
     def own_exclusion(self) -> str | None:

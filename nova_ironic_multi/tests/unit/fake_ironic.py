@@ -165,8 +165,12 @@ class FakeIronic:
     def list_nodes(self, scope: partition.Scope,
                    shards: Sequence[str] | None = None,
                    sharded: bool | None = None,
-                   with_shard: bool = False) -> list[nodeinfo.NodeInfo]:
-        """As Ironic filters: scope, ``shard=a,b`` and ``sharded``."""
+                   with_shard: bool = False,
+                   with_group: bool = False) -> list[nodeinfo.NodeInfo]:
+        """As Ironic filters: scope, ``shard=a,b`` and ``sharded``.
+
+        (Every node carries its conductor group here.)
+        """
         if shards is None and sharded is None and not with_shard:
             self._record('list_nodes', scope)
         else:
