@@ -93,7 +93,7 @@ class AbandonedDeploys:
                 break
 
     def _sweep_one(self, node_uuid: str, instance_uuid: str) -> _Outcome:
-        args = {'node': node_uuid, 'inst': instance_uuid}
+        args: dict[str, object] = {'node': node_uuid, 'inst': instance_uuid}
         try:
             node = self._ironic.get_node(node_uuid, once=True)
             args['state'] = node.provision_state

@@ -473,7 +473,7 @@ class Provisioner:
                     current.provision_state not in states.CONDUCTOR_BUSY)
 
         try:
-            return self._wait(
+            settled: nodeinfo.NodeInfo = self._wait(
                 'Ironic to let node %s be undeployed (no undeploy is '
                 'accepted while it is %s)' % (node.uuid,
                                               node.provision_state),
@@ -485,6 +485,7 @@ class Provisioner:
             raise exception.InstanceTerminationFailure(
                 reason='cannot follow Ironic node %s: %s' % (node.uuid, e)
             ) from e
+        return settled
 
     def _wait_unprovisioned(self, instance: Any, node_uuid: str) -> None:
         def done(node: nodeinfo.NodeInfo) -> bool:
