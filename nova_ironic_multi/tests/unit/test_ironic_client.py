@@ -743,3 +743,23 @@ def test_keystoneauth_itself_never_retries(requests_mock: Any) -> None:
     methods = [(r.method, r.path) for r in requests_mock.request_history
                if r.path.startswith('/v1/nodes')]
     assert methods == [('GET', '/v1/nodes/'), ('PATCH', '/v1/nodes/node')]
+
+
+@pytest.mark.parametrize('options,attribute,expected', [
+    ({'insecure': True}, 'verify', False),
+    ({'cafile': '/etc/ironic-ca.pem'}, 'verify', '/etc/ironic-ca.pem'),
+    ({'certfile': '/c.pem', 'keyfile': '/k.pem'}, 'cert',
+     ('/c.pem', '/k.pem')),
+    ({'timeout': 7}, 'timeout', 7.0),
+    ({'collect_timing': True}, '_collect_timing', True),
+    ({'split_loggers': True}, '_split_loggers', True),
+])
+def test_novas_session_options_reach_the_session(
+        options: dict[str, Any], attribute: str, expected: Any) -> None:
+    # [ironic]'s keystoneauth session options mean what they mean with
+    # nova's in-tree driver.
+    conf = connection_conf(endpoint_override='http://127.0.0.1:6385',
+                           **options)
+    session, endpoint = ironic.Ironic(conf)._session_and_endpoint()
+    assert getattr(session, attribute) == expected
+    assert endpoint == 'http://127.0.0.1:6385'
