@@ -23,7 +23,8 @@ One refresh is the whole flow of a period:
 4. ask the membership plugin who the live peers are;
 5. let the ring and the three ownership rules pick this host's nodes;
 6. remove volume targets left on free nodes once Ironic is done with them
-   (a few nodes per period: see :mod:`leftovers`).
+   (a few nodes per period: see :mod:`leftovers`), and undo the deploys
+   spawn gave up on but could not undo (see :mod:`abandoned`).
 
 The result is an immutable snapshot, swapped in whole: readers never lock
 and never see half a refresh. Only one refresh runs at a time; a caller
@@ -48,6 +49,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging
 
+from nova_ironic_multi import abandoned
 from nova_ironic_multi import division as division_mod
 from nova_ironic_multi import ironic
 from nova_ironic_multi import leftovers
@@ -148,6 +150,7 @@ class Inventory:
         self._orphans = orphans.Orphans()
         self._lister = shard_listing.ShardListing(client)
         self._leftovers = leftovers.LeftoverTargets(client)
+        self._abandoned = abandoned.AbandonedDeploys(client)
         #: Nodes last logged as orphans, and as carrying unknown instances.
         self._orphaned: frozenset[str] = frozenset()
         self._unknown: frozenset[str] = frozenset()
@@ -201,6 +204,18 @@ class Inventory:
         """
         self._leftovers.note(node_uuid)
 
+    def abandoned(self, node_uuid: str, instance_uuid: str) -> None:
+        """Spawn gave up a deploy on a node it could not undo.
+
+        The periods undeploy the node once Ironic allows, as long as it
+        still holds ``instance_uuid``.
+        """
+        self._abandoned.note(node_uuid, instance_uuid)
+
+    def abandoned_deploys(self) -> dict[str, str]:
+        """Nodes still to be undone: node UUID -> instance UUID."""
+        return self._abandoned.pending()
+
     def reserved(self, instance_uuid: str) -> None:
         """This host reserved a node for ``instance_uuid`` (spawn path).
 
@@ -210,18 +225,51 @@ class Inventory:
         self._lister.reserved(instance_uuid)
 
     def membership(self, part: partition.Partition) -> membership.Membership:
+        """The started membership plugin of ``part``.
+
+        A plugin is started once, when it is loaded; one that another
+        replaces is stopped first.
+
+        :raises loader.PluginNotFound: no plugin has that name.
+        :raises membership.MembershipMisconfigured: it cannot start.
+        """
         plugin = self._membership
         if plugin is None or plugin.name != part.membership_driver:
             if plugin is not None:
+                self._membership = None
                 plugin.stop()
             plugin = membership.load(part.membership_driver, self._conf,
                                      self.host)
+            plugin.start()
             self._membership = plugin
         return plugin
 
+    def start(self) -> partition.Partition:
+        """Check the partition and start the membership plugin (init_host).
+
+        :raises partition.InvalidPartition: the options are invalid.
+        :raises loader.PluginNotFound: an unknown plugin is configured.
+        :raises membership.MembershipMisconfigured: the membership plugin
+            cannot work with its configuration.
+        """
+        part = self.current_partition()
+        loader.plugin(loader.RINGS_NAMESPACE, part.ring_algorithm,
+                      '[ironic_multi] ring_algorithm')
+        self.membership(part)
+        return part
+
     def stop(self) -> None:
-        if self._membership is not None:
-            self._membership.stop()
+        plugin, self._membership = self._membership, None
+        if plugin is not None:
+            plugin.stop()
+
+    def _listed(self, part: partition.Partition, ok: bool) -> None:
+        """Tell the membership plugin whether this period listed Ironic."""
+        try:
+            plugin = self.membership(part)
+        except (membership.MembershipUnavailable, loader.PluginNotFound):
+            return   # the period says why when it asks for the peers
+        plugin.listed(ok)
 
     # Refresh -------------------------------------------------------------
 
@@ -249,6 +297,11 @@ class Inventory:
             except Exception:
                 LOG.exception('Looking for leftover volume targets failed; '
                               'the next period looks again')
+            try:
+                self._abandoned.sweep()
+            except Exception:
+                LOG.exception('Undoing deploys given up on failed; the next '
+                              'period tries again')
             return snapshot
 
     def _compute(self) -> Snapshot:
@@ -275,9 +328,12 @@ class Inventory:
         except ironic.VersionNotSupported as e:
             LOG.error('Cannot enforce the partition (%(scope)s): %(error)s',
                       {'scope': part.scope.describe(), 'error': e})
+            self._listed(part, False)
             raise NotReady(str(e)) from e
         except ironic.IronicError as e:
+            self._listed(part, False)
             raise NotReady('cannot list Ironic nodes: %s' % e) from e
+        self._listed(part, True)
         listed_at = time.monotonic()
         ctxt = nova_context.get_admin_context()
         with _peers_or_not_ready():

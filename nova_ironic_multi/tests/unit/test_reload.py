@@ -35,9 +35,20 @@ class Listener:
         self.seen: list[Any] = []
         self.event = threading.Event()
 
+        #: With :meth:`hold`: each reload waits for ``gate`` once in.
+        self.entered = threading.Semaphore(0)
+        self.gate = threading.Semaphore(0)
+        self.held = False
+
+    def hold(self) -> None:
+        self.held = True
+
     def reloaded(self) -> None:
         self.seen.append(self.conf.ironic_multi.partition_key)
         self.event.set()
+        if self.held:
+            self.entered.release()
+            assert self.gate.acquire(timeout=10)
 
 
 @pytest.fixture
@@ -144,14 +155,31 @@ def test_sighup_rereads_the_files_without_stopping(
         assert not reload.install_sighup(conf)   # once per process
         path.write_text('[ironic_multi]\npartition_key = rack-z\n'
                         'peer_list = host1\n')
-        for _ in range(20):     # a burst of signals is one reload or few
+        listener.hold()
+        os.kill(os.getpid(), signal.SIGHUP)
+        assert listener.entered.acquire(timeout=10)     # in the reload
+        path.write_text('[ironic_multi]\npartition_key = rack-y\n'
+                        'peer_list = host1\n')
+        # A burst of signals while that reload runs, each one queued.
+        assert state.signals is not None
+        burst = 5
+        for queued in range(1, burst + 1):
             os.kill(os.getpid(), signal.SIGHUP)
-        assert listener.event.wait(10)
-        time.sleep(0.2)
-        assert conf.ironic_multi.partition_key == 'rack-z'
-        assert 1 <= len(listener.seen) < 20
+            deadline = time.monotonic() + 10
+            while (state.signals.qsize() != queued and
+                   time.monotonic() < deadline):
+                time.sleep(0.01)    # a bounded poll: the handler's put
+            assert state.signals.qsize() == queued
+        listener.gate.release()
+        assert listener.entered.acquire(timeout=10)     # the next reload
+        # It took the whole burst: nothing is left for another reload.
+        assert state.signals.qsize() == 0
+        assert listener.seen == ['rack-z', 'rack-y']
+        listener.gate.release()
+        assert conf.ironic_multi.partition_key == 'rack-y'
     finally:
         signal.signal(signal.SIGHUP, previous)
+        listener.gate.release()
 
 
 def test_sighup_handler_only_from_the_main_thread(
@@ -443,3 +471,51 @@ def test_a_resolution_while_the_hook_pins_never_mixes(
     assert all(s == old or not isinstance(s, partition.Partition)
                for s in seen), seen
     assert seen[-1] == old
+
+
+# The membership back end, applied at start only, checked on reload -------
+
+_TOOZ = ('[ironic_multi]\npartition_key = %s\npeer_list = host1\n'
+         'membership_driver = tooz\ntooz_backend_url = %s\n')
+
+
+def test_a_tooz_backend_that_cannot_work_refuses_the_whole_reload(
+        state: reload._State, conf_file: tuple[cfg.ConfigOpts, pathlib.Path],
+        caplog: pytest.LogCaptureFixture) -> None:
+    conf, path = conf_file
+    path.write_text(_TOOZ % ('rack-a', 'redis://127.0.0.1:6379'))
+    conf.reload_config_files()
+    reload.watch(conf, Listener(conf))
+    for bad, said in (('gossip://127.0.0.1', "'gossip' is not the scheme"),
+                      ('postgresql://u:p@127.0.0.1/db', '')):
+        caplog.clear()
+        path.write_text(_TOOZ % ('rack-b', bad))
+        conf.mutate_config_files()
+        # Nothing of it applies, the partition change included.
+        assert conf.ironic_multi.partition_key == 'rack-a'
+        assert conf.ironic_multi.tooz_backend_url == 'redis://127.0.0.1:6379'
+        assert ('rejected the new value of [ironic_multi] tooz_backend_url'
+                in caplog.text)
+        assert said in caplog.text
+        assert 'Reload not applied' in caplog.text
+        # The URL may carry a password: never logged.
+        assert 'u:p@' not in caplog.text
+    caplog.clear()
+    path.write_text(_TOOZ % ('rack-b', 'redis://127.0.0.1:6379'))
+    conf.mutate_config_files()
+    assert conf.ironic_multi.partition_key == 'rack-b'
+    assert 'rejected' not in caplog.text
+
+
+def test_a_reload_that_drops_the_tooz_url_is_refused(
+        state: reload._State, conf_file: tuple[cfg.ConfigOpts, pathlib.Path],
+        caplog: pytest.LogCaptureFixture) -> None:
+    conf, path = conf_file
+    path.write_text(_TOOZ % ('rack-a', 'redis://127.0.0.1:6379'))
+    conf.reload_config_files()
+    reload.watch(conf, Listener(conf))
+    path.write_text('[ironic_multi]\npartition_key = rack-b\n'
+                    'peer_list = host1\nmembership_driver = tooz\n')
+    conf.mutate_config_files()
+    assert conf.ironic_multi.partition_key == 'rack-a'
+    assert 'needs [ironic_multi] tooz_backend_url' in caplog.text
