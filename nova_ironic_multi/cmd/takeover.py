@@ -44,6 +44,8 @@ from oslo_config import cfg
 from nova_ironic_multi.cmd import fleet as fleet_mod
 from nova_ironic_multi.cmd import output
 from nova_ironic_multi import ironic
+from nova_ironic_multi.membership import marker
+from nova_ironic_multi.membership import servicegroup as sg_membership
 from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import ownership
 from nova_ironic_multi import partition
@@ -166,6 +168,18 @@ def check(ctxt: Any, source: str, dest: str) -> tuple[Any, Any]:
                                  dst.disabled, dst.forced_down):
         raise Refused('Refusing: the destination nova-compute on %s is not '
                       'up and enabled.' % dest)
+    try:
+        why = sg_membership.not_this_driver(ctxt, dst)
+    except marker.MarkerError as e:
+        raise Refused('Refusing: cannot tell whether %s runs this driver: '
+                      '%s' % (dest, e)) from e
+    if why is not None:
+        raise Refused(
+            'Refusing: the destination nova-compute on %s does not run '
+            'this driver (%s). Its instances would be served by another '
+            'hypervisor: a delete would remove the server in nova and '
+            'leave the node deployed. Choose a host that runs '
+            'nova-ironic-multi.' % (dest, why))
     return src, dst
 
 

@@ -107,6 +107,42 @@ def services(ctxt: Any) -> list[Any]:
             'cannot read nova-compute services: %s' % e) from e
 
 
+def other_hypervisor(ctxt: Any, host: str) -> tuple[str | None, bool]:
+    """The other hypervisor types of ``host``'s compute nodes, or None.
+
+    Also whether it has an Ironic compute node. Deleted compute nodes do
+    not count.
+
+    :raises NovaException: nova cannot say.
+    """
+    try:
+        nodes = objects.ComputeNodeList.get_all_by_host(ctxt, host)
+    except exception.ComputeHostNotFound:
+        return None, False
+    other = sorted({cn.hypervisor_type for cn in nodes
+                    if cn.hypervisor_type != HYPERVISOR_TYPE})
+    return (','.join(other) if other else None,
+            len(other) < len({cn.hypervisor_type for cn in nodes}))
+
+
+def not_this_driver(ctxt: Any, svc: Any) -> str | None:
+    """Why a nova-compute service does not run this driver, or None.
+
+    The rule servicegroup membership applies (see the module): it has
+    published its marker and has no compute node of another hypervisor.
+
+    :raises marker.MarkerError: placement cannot say.
+    :raises NovaException: nova cannot say.
+    """
+    if svc.uuid not in marker.read():
+        return ('it has not published the marker of this driver (%s) in '
+                'placement' % marker.name(svc.uuid))
+    other, _ = other_hypervisor(ctxt, svc.host)
+    if other is not None:
+        return 'it has compute nodes of hypervisor type %s' % other
+    return None
+
+
 class _NovaServices(base.Membership):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -169,16 +205,10 @@ class ServiceGroupMembership(_NovaServices):
         """
         if svc.uuid in self._ironic:
             return None
-        try:
-            nodes = objects.ComputeNodeList.get_all_by_host(ctxt, svc.host)
-        except exception.ComputeHostNotFound:
-            return None
-        other = sorted({cn.hypervisor_type for cn in nodes
-                        if cn.hypervisor_type != HYPERVISOR_TYPE})
-        if other:
-            return ','.join(other)
-        self._ironic.add(svc.uuid)
-        return None
+        other, ironic = other_hypervisor(ctxt, svc.host)
+        if other is None and ironic:
+            self._ironic.add(svc.uuid)
+        return other
 
     def own_exclusion(self) -> str | None:
         ctxt = nova_context.get_admin_context()
