@@ -283,14 +283,11 @@ def gather(conf: cfg.ConfigOpts, shards: bool = False) -> Fleet:
                   '[ironic_multi] membership_driver')
     client = ironic.Ironic(conf)
     shards = shards or part.by_shard
+    # With each node's conductor group: one scope, one cell.
+    nodes = client.list_nodes(part.scope, with_shard=shards, with_group=True)
+    counts = client.shards() if shards else None
     ctxt = nova_context.get_admin_context()
     cells = _cells(ctxt)
-    listing: dict[str, Any] = {'with_shard': shards}
-    if len(cells) > 1:
-        # Which conductor group each node is in: one scope, one cell.
-        listing['with_group'] = True
-    nodes = client.list_nodes(part.scope, **listing)
-    counts = client.shards() if shards else None
     nova = _read_nova(cells,
                       [n.instance_uuid for n in nodes if n.instance_uuid])
     # The members as every service sees them: the same plugin, looking,
