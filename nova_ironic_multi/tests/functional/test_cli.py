@@ -24,6 +24,7 @@ from nova.db.main import api as main_db_api
 from nova import objects
 
 from nova_ironic_multi.cmd import main as cli
+from nova_ironic_multi.membership import marker
 from nova_ironic_multi import rings
 from nova_ironic_multi import sharding
 from nova_ironic_multi.tests.functional import base
@@ -221,6 +222,8 @@ class CliGroupsTest(CliCase):
             svc = objects.Service(cctxt, host='host4', binary='nova-compute',
                                   topic='compute')
             svc.create()
+            # (A host of this driver publishes its marker in its period.)
+            marker.publish('host4', svc.uuid)
             for node in self.group_nodes['rack-b']:
                 objects.ComputeNode(
                     cctxt, host='host4', service_id=svc.id, uuid=node,
