@@ -224,9 +224,14 @@ class Takeover:
             LOG.warning('Took over Ironic node %(node)s with %(kind)s '
                         '%(inst)s from %(old)s: nova-compute on %(old)s is '
                         'forced down (fenced) and the ring names this host '
-                        '(%(host)s) for the node.',
+                        '(%(host)s) for the node.%(state)s',
                         {'node': node, 'inst': inst.uuid, 'old': old,
                          'host': host,
                          'kind': ('deleted instance' if inst.deleted
-                                  else 'instance')})
+                                  else 'instance'),
+                         'state': (' Its task state %s was set before the '
+                                   'fence and is kept: check the server, '
+                                   'then reset it if it stays so.'
+                                   % inst.task_state
+                                   if inst.task_state else '')})
         return Moved(frozenset(live), frozenset(orphans))

@@ -429,7 +429,7 @@ Related options:
 takeover_opts = [
     cfg.StrOpt(
         'takeover',
-        default='fenced',
+        default='manual',
         choices=[
             ('manual', 'Instances of a dead host move only with the '
                        '``nova-ironic-multi takeover`` command.'),
@@ -458,12 +458,16 @@ same value.
 
 Possible values:
 
-* ``fenced`` (default): take over the instances of forced down hosts. Safe
-  as a default because nothing moves without the explicit fence, which is
-  the same condition the manual ``takeover`` command requires, and which
-  nova itself takes to mean the host is off (evacuate requires it too).
-* ``manual``: never move instances by themselves; use
-  ``nova-ironic-multi takeover --from HOST --to HOST --execute``.
+* ``manual`` (default): never move instances by themselves; use
+  ``nova-ironic-multi takeover --from HOST --to HOST --execute``. The
+  default so that an upgrade changes nothing: enable ``fenced`` once a
+  forced down host is sure to be off at your site (an operator's
+  procedure or a monitor that powers the host off before it forces the
+  service down), as nova's evacuate assumes too.
+* ``fenced``: take over the instances of forced down hosts. A host forced
+  down while it still runs stops managing the instances taken from it
+  from its next period, but actions it had under way may still reach
+  their nodes: fence only hosts that are off.
 
 Related options:
 

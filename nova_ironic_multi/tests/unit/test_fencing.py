@@ -34,6 +34,7 @@ class FencedTakeoverTest(base.DriverTestCase):
 
     def setUp(self) -> None:
         super().setUp()
+        self.flags(takeover='fenced', group='ironic_multi')
         for host in HOSTS:
             self.make_service(host)
         self.node_ids = [self.ironic.add_node() for _ in range(30)]
@@ -103,6 +104,15 @@ class FencedTakeoverTest(base.DriverTestCase):
 
     def test_manual_moves_nothing(self) -> None:
         self.flags(takeover='manual', group='ironic_multi')
+        uuid, node = self.deployed('host2')
+        self.fence('host2')
+        reported = self.period(LIVE)
+        self.assertEqual('host2', self.instance(uuid).host)
+        self.assertNotIn(node, reported['host1'] | reported['host3'])
+
+    def test_manual_is_the_default(self) -> None:
+        base.CONF.clear_override('takeover', group='ironic_multi')
+        self.assertEqual('manual', base.CONF.ironic_multi.takeover)
         uuid, node = self.deployed('host2')
         self.fence('host2')
         reported = self.period(LIVE)
