@@ -960,7 +960,8 @@ class Churn(stateful.RuleBasedStateMachine):
         self.fleet.now += DOWN_TIME + 1
         for name in self.hosts:
             self.fleet.services[name].updated_at = self.fleet.now
-        # Held heartbeats resume: the fault is over.
+        # Held heartbeats resume: the fault is over (a resume, counted so).
+        RULES[self.RING]['resume'] += len(self.stalled & set(self.hosts))
         self.stalled.clear()
         for _ in range(MAX_ROUNDS):
             order = data.draw(st.permutations(self._alive()))
