@@ -35,7 +35,11 @@
     nova reschedules the server, which beats insisting on one node;
   - the node listing is not retried either: the periodic refresh is its
     retry, and an outage is reported in the same period instead of holding
-    nova's resource tracker for minutes.
+    nova's resource tracker for minutes;
+  - inside :meth:`Ironic.fail_fast` (nova's resource-tracker period and the
+    service's start) no request of that thread is retried, whatever its
+    kind: ``GET /v1/shards``, the reads of single nodes, the volume-target
+    sweep. The next period is the retry.
 
   Each retry is logged at DEBUG, exhausted retries at WARNING. The waits
   that poll Ironic (:mod:`nova_ironic_multi.waits`) go on past a failed
@@ -332,6 +336,8 @@ class Ironic:
         self._client: Any = None
         self._version: tuple[int, int] | None = None
         self._sleep = sleep
+        #: ``fast``: how deep this thread is in :meth:`fail_fast` blocks.
+        self._local = threading.local()
         _quiet_client_retry_log()
         #: Requests sent, by kind; read by benchmarks and logs.
         self.requests: collections.Counter[str] = collections.Counter()
@@ -408,6 +414,29 @@ class Ironic:
         assert self._version is not None
         return self._version
 
+    @contextlib.contextmanager
+    def fail_fast(self) -> Iterator[None]:
+        """Within the block, every request of this thread is asked once.
+
+        For nova's resource-tracker period and the service's start: a 503,
+        a refused connection or a connect timeout fails the request at
+        once (one attempt, no sleep), so the period reports the outage and
+        is not held for ``api_max_retries`` x ``api_retry_interval``
+        seconds; the next period asks again. Nests; other threads (a
+        deploy, a reboot) keep their retries.
+        """
+        depth = getattr(self._local, 'fast', 0)
+        self._local.fast = depth + 1
+        try:
+            yield
+        finally:
+            self._local.fast = depth
+
+    @property
+    def failing_fast(self) -> bool:
+        """Whether this thread is inside :meth:`fail_fast`."""
+        return getattr(self._local, 'fast', 0) > 0
+
     def _call(self, what: str, method: str, *args: Any,
               retry: Retry = Retry.ALWAYS, manager: str = 'node',
               **kwargs: Any) -> Any:
@@ -415,10 +444,11 @@ class Ironic:
 
         The only place requests are retried: up to ``[ironic]
         api_max_retries`` times, ``[ironic] api_retry_interval`` seconds
-        apart.
+        apart; never inside :meth:`fail_fast`.
         """
         group = self._conf[GROUP]
-        attempts = 1 + (group.api_max_retries if retry else 0)
+        fast = self.failing_fast
+        attempts = 1 + (group.api_max_retries if retry and not fast else 0)
         for attempt in range(1, attempts + 1):
             try:
                 call = getattr(getattr(self._connect(), manager), method)
@@ -426,10 +456,16 @@ class Ironic:
                 with translated(what):
                     return call(*args, **kwargs)
             except IronicError as e:
-                if not self._retriable(e, retry):
-                    raise
                 request = '%s.%s %s' % (manager, method,
                                         args[0] if args else '')
+                if fast and self._retriable(e, retry):
+                    LOG.debug('Ironic request %(request)s failed (%(error)s)'
+                              '; not retried within a resource-tracker '
+                              'period or the start: the next period asks '
+                              'again', {'request': request.strip(),
+                                        'error': e})
+                if not self._retriable(e, retry):
+                    raise
                 if attempt == attempts:
                     if attempt > 1:
                         LOG.warning(
