@@ -225,18 +225,51 @@ class Inventory:
         self._lister.reserved(instance_uuid)
 
     def membership(self, part: partition.Partition) -> membership.Membership:
+        """The started membership plugin of ``part``.
+
+        A plugin is started once, when it is loaded; one that another
+        replaces is stopped first.
+
+        :raises loader.PluginNotFound: no plugin has that name.
+        :raises membership.MembershipMisconfigured: it cannot start.
+        """
         plugin = self._membership
         if plugin is None or plugin.name != part.membership_driver:
             if plugin is not None:
+                self._membership = None
                 plugin.stop()
             plugin = membership.load(part.membership_driver, self._conf,
                                      self.host)
+            plugin.start()
             self._membership = plugin
         return plugin
 
+    def start(self) -> partition.Partition:
+        """Check the partition and start the membership plugin (init_host).
+
+        :raises partition.InvalidPartition: the options are invalid.
+        :raises loader.PluginNotFound: an unknown plugin is configured.
+        :raises membership.MembershipMisconfigured: the membership plugin
+            cannot work with its configuration.
+        """
+        part = self.current_partition()
+        loader.plugin(loader.RINGS_NAMESPACE, part.ring_algorithm,
+                      '[ironic_multi] ring_algorithm')
+        self.membership(part)
+        return part
+
     def stop(self) -> None:
-        if self._membership is not None:
-            self._membership.stop()
+        plugin, self._membership = self._membership, None
+        if plugin is not None:
+            plugin.stop()
+
+    def _listed(self, part: partition.Partition, ok: bool) -> None:
+        """Tell the membership plugin whether this period listed Ironic."""
+        try:
+            plugin = self.membership(part)
+        except (membership.MembershipUnavailable, loader.PluginNotFound):
+            return   # the period says why when it asks for the peers
+        plugin.listed(ok)
 
     # Refresh -------------------------------------------------------------
 
@@ -299,9 +332,12 @@ class Inventory:
         except ironic.VersionNotSupported as e:
             LOG.error('Cannot enforce the partition (%(scope)s): %(error)s',
                       {'scope': part.scope.describe(), 'error': e})
+            self._listed(part, False)
             raise NotReady(str(e)) from e
         except ironic.IronicError as e:
+            self._listed(part, False)
             raise NotReady('cannot list Ironic nodes: %s' % e) from e
+        self._listed(part, True)
         listed_at = time.monotonic()
         ctxt = nova_context.get_admin_context()
         with _peers_or_not_ready():

@@ -200,10 +200,20 @@ tooz_opts = [
         help="""
 The tooz coordination back end used by ``membership_driver = tooz``.
 
+It must be a tooz driver with groups, installed with its client library:
+otherwise nova-compute refuses to start, and a reload to it is refused. It
+is not reached at start: an outage makes the periods not ready until it
+ends. Read at start only.
+
 Possible values:
 
-* A tooz URL such as ``redis://127.0.0.1:6379`` or
-  ``etcd3+http://127.0.0.1:2379``.
+* ``redis://HOST:6379`` (client ``redis``),
+  ``etcd3+http://HOST:2379`` (``etcd3gw``), ``zookeeper://HOST:2181``
+  (``kazoo``) or ``memcached://HOST:11211`` (``pymemcache``); ``pip install
+  'tooz[etcd3gw]'`` and so on bring the client.
+* ``file://PATH`` for the processes of one machine only (a test bed).
+* Not ``ipc``, ``mysql``, ``postgresql`` or ``kubernetes``: they have no
+  groups.
 
 Related options:
 
@@ -250,7 +260,11 @@ Related options:
         help="""
 Seconds after its last heartbeat at which a peer is no longer a member.
 
-This bounds how long the free nodes of a dead host stay unmanaged.
+This bounds how long the free nodes of a dead host stay unmanaged. It is
+added to ``tooz_backend_url`` unless the URL sets it: as
+``membership_timeout`` for Redis (the life of a member's heartbeat key),
+etcd3 (its lease TTL) and memcached (its key expiry), as ``timeout`` for
+ZooKeeper (the session timeout) and the file driver (a member file's age).
 
 Possible values:
 
