@@ -19,7 +19,9 @@ driver when
 * its record carries this driver's marker in placement (see
   :mod:`~nova_ironic_multi.membership.marker`: every service of this driver
   publishes one under its service UUID; no other hypervisor does, whether
-  it is running, just starting or crash-looping), and
+  it is running, just starting or crash-looping), or it has an Ironic
+  compute node that is not deleted (nova's in-tree driver during a rolling
+  migration, which publishes no marker), and
 * it has no compute node of another hypervisor type that is not deleted (a
   host reinstalled with another driver under the same service record).
 
@@ -194,9 +196,24 @@ class ServiceGroupMembership(_NovaServices):
         up = {svc.uuid for svc in found
               if exclusion(svc, self._servicegroup) is None}
         self._ironic &= up
+        # Hosts with Ironic compute nodes, deleted ones included (nova's
+        # query): nova's in-tree driver, or an earlier version of this
+        # one, publishes no marker.
+        ironic = {svc.host for svc in
+                  objects.ServiceList.get_all_computes_by_hv_type(
+                      ctxt, HYPERVISOR_TYPE)}
         return [svc for svc in found
-                if svc.uuid in marked and svc.uuid in up and
-                self.other_hypervisor(ctxt, svc) is None]
+                if svc.uuid in up and
+                (svc.uuid in marked or svc.host in ironic) and
+                self._runs_ironic(ctxt, svc, svc.uuid in marked)]
+
+    def _runs_ironic(self, ctxt: Any, svc: Any, marked: bool) -> bool:
+        if svc.uuid in self._ironic:
+            return True
+        other, ironic = other_hypervisor(ctxt, svc.host)
+        if other is None and ironic:
+            self._ironic.add(svc.uuid)
+        return other is None and (marked or ironic)
 
     def other_hypervisor(self, ctxt: Any, svc: Any) -> str | None:
         """The other hypervisor type a service's compute nodes have, or None.

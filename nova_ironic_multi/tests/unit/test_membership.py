@@ -125,6 +125,15 @@ class NovaMembershipTest(test.TestCase):
             self.assertEqual({'host1', 'empty'},
                              self.peers('servicegroup', host))
 
+    def test_a_host_of_the_in_tree_driver_with_nodes_is_a_peer(
+            self) -> None:
+        # A rolling migration: nova's own Ironic driver publishes no
+        # marker, but counts every host with Ironic compute nodes.
+        make_service(self.ctxt, 'host1')
+        make_service(self.ctxt, 'intree', marked=False)
+        self.assertEqual({'host1', 'intree'},
+                         self.peers('servicegroup', 'host1'))
+
     def test_a_reused_name_with_a_deleted_ironic_compute_node_is_no_peer(
             self) -> None:
         # host2 ran this driver; its service was deleted (nova soft-deletes
