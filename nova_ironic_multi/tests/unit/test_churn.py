@@ -254,6 +254,12 @@ class Fleet:
                           deleted=self.instances[u].deleted)
                 for u in filters['uuid'] if u in self.instances]
 
+    def ironic_computes(self, ctxt: Any, hv_type: str) -> list[Service]:
+        # Enabled services with a compute node of hypervisor type ironic.
+        hosts = set(self.compute_nodes.values())
+        return [s for s in self.services.values()
+                if not s.disabled and s.host in hosts]
+
     # placement (the membership markers) -------------------------------------
 
     def markers(self) -> frozenset[str]:
@@ -404,6 +410,8 @@ def simulated_nova() -> Iterator[None]:
         mock.patch.object(objects.InstanceList, 'get_by_filters',
                           lambda *a, **k: _current().instances_by_filters(
                               *a, **k)),
+        mock.patch.object(objects.ServiceList, 'get_all_computes_by_hv_type',
+                          lambda *a: _current().ironic_computes(*a)),
         mock.patch.object(marker, 'read', lambda: _current().markers()),
         mock.patch.object(marker, 'publish',
                           lambda *a: _current().publish(*a)),
