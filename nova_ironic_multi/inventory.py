@@ -23,7 +23,8 @@ One refresh is the whole flow of a period:
 4. ask the membership plugin who the live peers are;
 5. let the ring and the three ownership rules pick this host's nodes;
 6. remove volume targets left on free nodes once Ironic is done with them
-   (a few nodes per period: see :mod:`leftovers`).
+   (a few nodes per period: see :mod:`leftovers`), and undo the deploys
+   spawn gave up on but could not undo (see :mod:`abandoned`).
 
 The result is an immutable snapshot, swapped in whole: readers never lock
 and never see half a refresh. Only one refresh runs at a time; a caller
@@ -48,6 +49,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging
 
+from nova_ironic_multi import abandoned
 from nova_ironic_multi import division as division_mod
 from nova_ironic_multi import ironic
 from nova_ironic_multi import leftovers
@@ -148,6 +150,7 @@ class Inventory:
         self._orphans = orphans.Orphans()
         self._lister = shard_listing.ShardListing(client)
         self._leftovers = leftovers.LeftoverTargets(client)
+        self._abandoned = abandoned.AbandonedDeploys(client)
         #: Nodes last logged as orphans, and as carrying unknown instances.
         self._orphaned: frozenset[str] = frozenset()
         self._unknown: frozenset[str] = frozenset()
@@ -201,6 +204,18 @@ class Inventory:
         """
         self._leftovers.note(node_uuid)
 
+    def abandoned(self, node_uuid: str, instance_uuid: str) -> None:
+        """Spawn gave up a deploy on a node it could not undo.
+
+        The periods undeploy the node once Ironic allows, as long as it
+        still holds ``instance_uuid``.
+        """
+        self._abandoned.note(node_uuid, instance_uuid)
+
+    def abandoned_deploys(self) -> dict[str, str]:
+        """Nodes still to be undone: node UUID -> instance UUID."""
+        return self._abandoned.pending()
+
     def reserved(self, instance_uuid: str) -> None:
         """This host reserved a node for ``instance_uuid`` (spawn path).
 
@@ -253,6 +268,11 @@ class Inventory:
             except Exception:
                 LOG.exception('Looking for leftover volume targets failed; '
                               'the next period looks again')
+            try:
+                self._abandoned.sweep()
+            except Exception:
+                LOG.exception('Undoing deploys given up on failed; the next '
+                              'period tries again')
             return snapshot
 
     def _compute(self) -> Snapshot:

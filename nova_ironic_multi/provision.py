@@ -147,6 +147,14 @@ class Provisioner:
             raise exception.ComputeResourcesUnavailable(
                 reason='Ironic node %s is used by instance %s'
                 % (node_uuid, node.instance_uuid))
+        if (node.instance_uuid is not None and
+                node.provision_state not in states.UNPROVISIONED):
+            # A deploy of this instance given up on earlier, not undone
+            # yet: a period undeploys the node (see :mod:`abandoned`).
+            raise exception.ComputeResourcesUnavailable(
+                reason='Ironic node %s still holds instance %s from an '
+                'earlier deploy (provision state %s)'
+                % (node_uuid, node.instance_uuid, node.provision_state))
         scope = self._nodes.current_partition().scope
         if node.instance_uuid is None and not ownership.in_scope(node,
                                                                  scope):
@@ -204,10 +212,38 @@ class Provisioner:
                 except Exception:
                     LOG.exception('Undoing the failed deploy on node %s '
                                   'failed too', node_uuid, instance=instance)
+                    self._abandon(instance, node_uuid)
                     self._remember(node_uuid)
         self._remember(node_uuid)
         LOG.info('Deployed on Ironic node %(node)s', {'node': node_uuid},
                  instance=instance)
+
+    def _abandon(self, instance: Any, node_uuid: str) -> None:
+        """A failed deploy could not be undone: say so, let periods undo it.
+
+        nova reschedules the instance meanwhile, but Ironic keeps it on this
+        node (one node per instance) until the node is undone.
+        """
+        try:
+            node: nodeinfo.NodeInfo | None = self._ironic.get_node(node_uuid)
+        except ironic.NodeNotFound:
+            return
+        except ironic.IronicError:
+            node = None         # unknown: the period reads it again
+        if node is not None and (node.instance_uuid != instance.uuid or
+                                 node.provision_state in
+                                 states.TEARING_DOWN):
+            return
+        LOG.error('LEAKED: Ironic node %(node)s still holds instance '
+                  '%(inst)s (provision state %(state)s) after its deploy '
+                  'was given up, and nova reschedules the instance, which '
+                  'Ironic lets no other node take until this one is '
+                  'undone. This host undeploys the node in a later period '
+                  'once Ironic allows it; or undeploy it in Ironic.',
+                  {'node': node_uuid, 'inst': instance.uuid,
+                   'state': node.provision_state if node else 'unknown'},
+                  instance=instance)
+        self._nodes.abandoned(node_uuid, instance.uuid)
 
     def _read(self, node_uuid: str, error: type) -> nodeinfo.NodeInfo:
         try:
@@ -384,6 +420,10 @@ class Provisioner:
                  {'node': node.uuid}, instance=instance)
 
     def _undeploy(self, instance: Any, node: nodeinfo.NodeInfo) -> None:
+        node = self._undeployable(node)
+        if node.provision_state in states.TEARING_DOWN:
+            self._wait_unprovisioned(instance, node.uuid)
+            return
         try:
             self._ironic.set_provision_state(node.uuid, states.DELETED)
         except ironic.BadRequest as e:
@@ -400,6 +440,52 @@ class Provisioner:
                 reason='cannot undeploy Ironic node %s: %s' % (node.uuid, e)
             ) from e
         self._wait_unprovisioned(instance, node.uuid)
+
+    def _undeployable(self, node: nodeinfo.NodeInfo) -> nodeinfo.NodeInfo:
+        """The node, once in a state Ironic 39 accepts ``deleted`` from.
+
+        A hold is aborted first (to deploy failed, or through service
+        failed back to active); a state a conductor is working in
+        (deploying, rescuing, unrescuing, servicing) accepts no request
+        until Ironic leaves it by itself: that is waited for, up to
+        ``unprovision_timeout``.
+
+        :raises nova.exception.InstanceTerminationFailure: the node did not
+            become undeployable in time, or Ironic refused the abort.
+        """
+        if (node.provision_state not in states.ABORT_FIRST and
+                node.provision_state not in states.CONDUCTOR_BUSY):
+            return node
+        if node.provision_state in states.ABORT_FIRST:
+            try:
+                self._ironic.set_provision_state(node.uuid, 'abort')
+            except ironic.IronicError as e:
+                raise exception.InstanceTerminationFailure(
+                    reason='cannot abort the %s of Ironic node %s before '
+                    'undeploying it: %s' % (node.provision_state, node.uuid,
+                                            e)) from e
+            LOG.info('Aborted the %(state)s of Ironic node %(node)s to '
+                     'undeploy it', {'state': node.provision_state,
+                                     'node': node.uuid})
+
+        def done(current: nodeinfo.NodeInfo) -> bool:
+            return (current.provision_state not in states.ABORT_FIRST and
+                    current.provision_state not in states.CONDUCTOR_BUSY)
+
+        try:
+            settled: nodeinfo.NodeInfo = self._wait(
+                'Ironic to let node %s be undeployed (no undeploy is '
+                'accepted while it is %s)' % (node.uuid,
+                                              node.provision_state),
+                'unprovision_timeout',
+                lambda: self._ironic.get_node(node.uuid), done)
+        except waits.Timeout as e:
+            raise exception.InstanceTerminationFailure(reason=str(e)) from e
+        except ironic.IronicError as e:
+            raise exception.InstanceTerminationFailure(
+                reason='cannot follow Ironic node %s: %s' % (node.uuid, e)
+            ) from e
+        return settled
 
     def _wait_unprovisioned(self, instance: Any, node_uuid: str) -> None:
         def done(node: nodeinfo.NodeInfo) -> bool:

@@ -56,6 +56,20 @@ DEPLOYED_LIKE = frozenset({
     SERVICING, SERVICEWAIT, SERVICEFAIL, SERVICEHOLD,
 })
 
+#: Deployed-like states Ironic 39 accepts an undeploy (``deleted``) from.
+UNDEPLOYABLE = frozenset({
+    ACTIVE, DEPLOYWAIT, DEPLOYFAIL, ERROR, RESCUE, RESCUEWAIT, RESCUEFAIL,
+    UNRESCUEFAIL, SERVICEWAIT, SERVICEFAIL,
+})
+
+#: Holds Ironic 39 leaves on ``abort`` only (to deploy failed, or through
+#: service failed back to active), never on ``deleted``.
+ABORT_FIRST = frozenset({DEPLOYHOLD, SERVICEHOLD})
+
+#: States a conductor is working in: Ironic 39 accepts no provision request
+#: until it leaves them by itself.
+CONDUCTOR_BUSY = frozenset({DEPLOYING, RESCUING, UNRESCUING, SERVICING})
+
 #: States in which Ironic is already tearing a node down.
 TEARING_DOWN = frozenset({DELETING, CLEANING, CLEANWAIT, CLEANHOLD})
 

@@ -31,21 +31,78 @@ from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import partition
 from nova_ironic_multi import states
 
-_PROVISION = {
-    # verb: (transient state, final state)
-    'active': (states.DEPLOYING, states.ACTIVE),
-    'deleted': (states.DELETING, states.AVAILABLE),
-    'rebuild': (states.DEPLOYING, states.ACTIVE),
-    'rescue': (states.RESCUING, states.RESCUE),
-    'unrescue': (states.UNRESCUING, states.ACTIVE),
+#: Ironic 39's provision state machine, as this fake's own table (written
+#: from ``ironic/common/state_machine.py``, never imported): for each state,
+#: the events the API may ask for and where each leads. Events only a
+#: conductor raises (done, fail, wait, resume, hold, clean after delete)
+#: are left out: no API request can ask for them.
+MACHINE: dict[str | None, dict[str, str]] = {
+    states.ENROLL: {'manage': 'verifying'},
+    states.MANAGEABLE: {'provide': states.CLEANING,
+                        'clean': states.CLEANING,
+                        'inspect': 'inspecting', 'adopt': 'adopting'},
+    states.AVAILABLE: {'deploy': states.DEPLOYING,
+                       'manage': states.MANAGEABLE},
+    states.ACTIVE: {'rebuild': states.DEPLOYING, 'delete': states.DELETING,
+                    'rescue': states.RESCUING, 'service': states.SERVICING},
+    # Nothing may be asked of a node while Ironic deploys it.
+    states.DEPLOYING: {},
+    states.DEPLOYWAIT: {'delete': states.DELETING,
+                        'abort': states.DEPLOYFAIL},
+    states.DEPLOYHOLD: {'unhold': states.DEPLOYWAIT,
+                        'abort': states.DEPLOYFAIL},
+    states.DEPLOYFAIL: {'rebuild': states.DEPLOYING,
+                        'deploy': states.DEPLOYING,
+                        'delete': states.DELETING},
+    states.ERROR: {'rebuild': states.DEPLOYING, 'delete': states.DELETING},
+    states.DELETING: {},
+    states.CLEANING: {'manage': states.MANAGEABLE},
+    states.CLEANWAIT: {'abort': states.CLEANFAIL},
+    states.CLEANHOLD: {'abort': states.CLEANFAIL,
+                       'unhold': states.CLEANWAIT},
+    states.CLEANFAIL: {'manage': states.MANAGEABLE},
+    states.RESCUING: {},
+    states.RESCUEWAIT: {'abort': states.RESCUEFAIL,
+                        'delete': states.DELETING},
+    states.RESCUE: {'rescue': states.RESCUING,
+                    'unrescue': states.UNRESCUING,
+                    'delete': states.DELETING},
+    states.RESCUEFAIL: {'rescue': states.RESCUING,
+                        'unrescue': states.UNRESCUING,
+                        'delete': states.DELETING},
+    states.UNRESCUING: {},
+    states.UNRESCUEFAIL: {'rescue': states.RESCUING,
+                          'unrescue': states.UNRESCUING,
+                          'delete': states.DELETING},
+    states.SERVICING: {},
+    states.SERVICEWAIT: {'abort': states.SERVICEFAIL,
+                         'delete': states.DELETING},
+    states.SERVICEHOLD: {'service': states.SERVICING,
+                         'unhold': states.SERVICEWAIT,
+                         'abort': states.SERVICEFAIL},
+    states.SERVICEFAIL: {'service': states.SERVICING,
+                         'rescue': states.RESCUING,
+                         'delete': states.DELETING,
+                         'abort': states.ACTIVE},
+    'verifying': {},
+    'inspecting': {},
+    'inspect wait': {'abort': 'inspect failed'},
+    'inspect failed': {'manage': states.MANAGEABLE,
+                       'inspect': 'inspecting'},
+    'adopting': {},
+    'adopt failed': {'adopt': 'adopting', 'manage': states.MANAGEABLE},
 }
-_ALLOWED = {
-    'active': {states.AVAILABLE},
-    'deleted': states.DEPLOYED_LIKE,
-    'rebuild': {states.ACTIVE, states.DEPLOYFAIL, states.ERROR},
-    'rescue': {states.ACTIVE, states.RESCUE},
-    'unrescue': {states.RESCUE},
-}
+
+#: The API's provision targets and the events they ask for.
+VERBS = {'active': 'deploy', 'deploy': 'deploy', 'deleted': 'delete',
+         'undeploy': 'delete', 'rebuild': 'rebuild', 'rescue': 'rescue',
+         'unrescue': 'unrescue', 'abort': 'abort', 'unhold': 'unhold',
+         'manage': 'manage', 'provide': 'provide', 'clean': 'clean',
+         'inspect': 'inspect', 'adopt': 'adopt', 'service': 'service'}
+
+#: Where this fake's conductor takes a node it started moving, at once.
+_SETTLES = {states.DEPLOYING: states.ACTIVE, states.DELETING: states.AVAILABLE,
+            states.RESCUING: states.RESCUE, states.UNRESCUING: states.ACTIVE}
 
 
 def locked(node_uuid: str) -> str:
@@ -292,16 +349,29 @@ class FakeIronic:
                             **kwargs: Any) -> None:
         self._record('set_provision_state', node_uuid, target, kwargs)
         node = self._get(node_uuid)
-        if node['provision_state'] not in _ALLOWED[target]:
+        state = node['provision_state']
+        event = VERBS[target]
+        moves = MACHINE.get(state, {})
+        if event not in moves:
             raise ironic.BadRequest(
-                'The requested action "%s" can not be performed on node %s '
-                'while it is in state "%s"'
-                % (target, node_uuid, node['provision_state']))
-        transient, final = _PROVISION[target]
+                'The requested action "%s" can not be performed on node "%s" '
+                'while it is in state "%s".' % (target, node_uuid, state))
+        if event == 'abort':
+            # The conductor moves the node at once; SERVICEHOLD and
+            # SERVICEWAIT go through SERVICEFAIL back to ACTIVE.
+            node.update(provision_state=moves[event],
+                        target_provision_state=None, _pending=None)
+            if moves[event] == states.SERVICEFAIL:
+                node['provision_state'] = states.ACTIVE
+            return
+        transient = moves[event]
+        final = _SETTLES.get(transient)
+        if final is None:
+            raise NotImplementedError('the fake does not %s' % target)
         done: dict[str, Any] = {'provision_state': final,
                                 'target_provision_state': None}
         then = None
-        if target == 'deleted':
+        if event == 'delete':
             # Ironic's tear-down powers the node off and clears it.
             done.update(instance_uuid=None, instance_info={},
                         power_state=states.POWER_OFF)

@@ -294,13 +294,116 @@ class SpawnTest(base.DriverTestCase):
         self.assertEqual(states.AVAILABLE, node['provision_state'])
         self.assertIsNone(node['instance_uuid'])
 
+    def requested(self) -> list[str]:
+        return [c[1] for c in self.ironic.calls_to('set_provision_state')]
+
+    def deploy_stops_in(self, state: str, reads: int | None = None) -> None:
+        """The deploy Ironic starts stays in ``state``.
+
+        With ``reads``, it is ``deploying`` for that many reads first.
+        """
+        real = self.ironic.set_provision_state
+
+        def deploy(node: str, target: str, **kw: Any) -> None:
+            real(node, target, **kw)
+            if target == 'active':
+                stay = {'provision_state': state,
+                        'target_provision_state': states.ACTIVE}
+                if reads is None:
+                    self.ironic.nodes[node].update(stay, _pending=None)
+                else:
+                    self.ironic.nodes[node]['_pending'] = {'left': reads,
+                                                           'final': stay}
+
+        self.ironic.set_provision_state = deploy  # type: ignore
+
+    def assert_undone(self) -> None:
+        node = self.ironic.nodes[self.node]
+        self.assertEqual((states.AVAILABLE, None),
+                         (node['provision_state'], node['instance_uuid']))
+        self.assertNotIn('LEAKED', self.stdlog.logger.output)
+
     def test_deploy_that_never_ends_is_bounded_and_undone(self) -> None:
-        self.flags(deploy_timeout=1, group='ironic_multi')
+        # Ironic accepts no undeploy while it deploys: spawn says the node
+        # leaked, and a later period undeploys it once Ironic allows. (The
+        # old fake accepted "deleted" from deploying: this test, which
+        # only looked at the last request, passed while Ironic refused it
+        # and the node stayed deploying, holding the instance.)
+        self.flags(deploy_timeout=1, unprovision_timeout=1,
+                   group='ironic_multi')
         self.ironic.steps = 10 ** 6
         exc = self.assertRaises(exception.InstanceDeployFailure, self.spawn)
         self.assertIn('did not finish within 1 seconds', str(exc))
-        self.assertEqual('deleted',
-                         self.ironic.calls_to('set_provision_state')[-1][1])
+        node = self.ironic.nodes[self.node]
+        self.assertEqual((states.DEPLOYING, self.instance.uuid),
+                         (node['provision_state'], node['instance_uuid']))
+        self.assertIn('LEAKED: Ironic node %s still holds instance %s '
+                      '(provision state deploying)'
+                      % (self.node, self.instance.uuid),
+                      self.stdlog.logger.output)
+        # Nothing Ironic would refuse was asked, then or in a period.
+        self.driver.get_available_nodes()
+        self.assertEqual(['active'], self.requested())
+        # Ironic's conductor gives up too: the next period undeploys.
+        node.update(provision_state=states.DEPLOYFAIL, _pending=None,
+                    target_provision_state=states.ACTIVE)
+        self.ironic.steps = 1
+        self.driver.get_available_nodes()
+        self.assertEqual(['active', 'deleted'], self.requested())
+        self.driver.get_available_nodes()
+        self.assertEqual((states.AVAILABLE, None),
+                         (node['provision_state'], node['instance_uuid']))
+        self.assertEqual({}, self.driver._inventory.abandoned_deploys())
+        self.driver.get_available_nodes()
+        self.assertEqual(['active', 'deleted'], self.requested())
+
+    def test_deploy_given_up_waiting_for_the_agent_is_undone_at_once(
+            self) -> None:
+        self.flags(deploy_timeout=1, group='ironic_multi')
+        self.deploy_stops_in(states.DEPLOYWAIT)
+        self.assertRaises(exception.InstanceDeployFailure, self.spawn)
+        self.assertEqual(['active', 'deleted'], self.requested())
+        self.assert_undone()
+
+    def test_deploy_given_up_in_a_hold_is_aborted_then_undone(self) -> None:
+        self.flags(deploy_timeout=1, group='ironic_multi')
+        self.deploy_stops_in(states.DEPLOYHOLD)
+        self.assertRaises(exception.InstanceDeployFailure, self.spawn)
+        self.assertEqual(['active', 'abort', 'deleted'], self.requested())
+        self.assert_undone()
+
+    def test_deploy_that_leaves_deploying_during_the_undo_is_undone(
+            self) -> None:
+        # About 10 reads in the deploy's second, the rest in the undo's.
+        self.flags(deploy_timeout=1, group='ironic_multi')
+        self.deploy_stops_in(states.DEPLOYWAIT, reads=15)
+        self.assertRaises(exception.InstanceDeployFailure, self.spawn)
+        self.assertEqual(['active', 'deleted'], self.requested())
+        self.assert_undone()
+
+    def test_node_left_by_a_deploy_given_up_is_not_reserved_again(
+            self) -> None:
+        self.ironic.nodes[self.node].update(
+            provision_state=states.DEPLOYING)
+        exc = self.assertRaises(exception.ComputeResourcesUnavailable,
+                                self.driver.prepare_for_spawn, self.instance)
+        self.assertIn('still holds instance %s from an earlier deploy '
+                      '(provision state deploying)' % self.instance.uuid,
+                      str(exc))
+
+    def test_period_leaves_a_node_that_moved_on_to_another_instance(
+            self) -> None:
+        self.flags(deploy_timeout=1, unprovision_timeout=1,
+                   group='ironic_multi')
+        self.ironic.steps = 10 ** 6
+        self.assertRaises(exception.InstanceDeployFailure, self.spawn)
+        # Someone undid it in Ironic, and another instance took the node.
+        self.ironic.nodes[self.node].update(
+            provision_state=states.ACTIVE, instance_uuid='another',
+            _pending=None)
+        self.driver.get_available_nodes()
+        self.assertEqual(['active'], self.requested())
+        self.assertEqual({}, self.driver._inventory.abandoned_deploys())
 
     def test_instance_deleted_meanwhile_aborts(self) -> None:
         def deleting() -> None:
@@ -540,10 +643,9 @@ class DestroyTest(base.DriverTestCase):
         self.deployed()
         self.ironic.nodes[self.node]['provision_state'] = 'brand new state'
         from nova_ironic_multi.tests.unit import fake_ironic
-        fake_ironic._ALLOWED['deleted'] = (
-            set(fake_ironic._ALLOWED['deleted']) | {'brand new state'})
-        self.addCleanup(fake_ironic._ALLOWED.__setitem__, 'deleted',
-                        states.DEPLOYED_LIKE)
+        self.useFixture(fixtures.MockPatchObject(
+            fake_ironic, 'MACHINE', dict(fake_ironic.MACHINE, **{
+                'brand new state': {'delete': states.DELETING}})))
         self.destroy()
         self.assertEqual('deleted',
                          self.ironic.calls_to('set_provision_state')[0][1])
@@ -555,6 +657,31 @@ class DestroyTest(base.DriverTestCase):
         exc = self.assertRaises(exception.InstanceTerminationFailure,
                                 self.destroy)
         self.assertIn('did not finish within 1 seconds', str(exc))
+
+    def test_delete_during_a_deploy_waits_for_ironic_to_allow_it(
+            self) -> None:
+        self.deployed()
+        # Still deploying for two reads, then waiting for the agent.
+        self.ironic.nodes[self.node].update(
+            provision_state=states.DEPLOYING, _pending={
+                'left': 2, 'final': {'provision_state': states.DEPLOYWAIT}})
+        self.destroy()
+        self.assertEqual([(self.node, 'deleted', {})],
+                         self.ironic.calls_to('set_provision_state'))
+        node = self.ironic.nodes[self.node]
+        self.assertEqual((states.AVAILABLE, None),
+                         (node['provision_state'], node['instance_uuid']))
+
+    def test_delete_of_a_node_ironic_keeps_deploying_fails_and_says_why(
+            self) -> None:
+        self.flags(unprovision_timeout=1, group='ironic_multi')
+        self.deployed()
+        self.ironic.nodes[self.node]['provision_state'] = states.SERVICING
+        exc = self.assertRaises(exception.InstanceTerminationFailure,
+                                self.destroy)
+        self.assertIn('no undeploy is accepted while it is servicing',
+                      str(exc))
+        self.assertEqual([], self.ironic.calls_to('set_provision_state'))
 
     def test_outage_fails_the_delete_instead_of_pretending(self) -> None:
         self.deployed()
