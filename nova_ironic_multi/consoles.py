@@ -22,6 +22,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_ironic_multi import ironic
+from nova_ironic_multi import nova_options
 from nova_ironic_multi import provision
 from nova_ironic_multi import waits
 
@@ -47,7 +48,13 @@ class Consoles:
             raise Unavailable('cannot read the console of node %s: %s'
                               % (node_uuid, e)) from e
 
-    def _set(self, node_uuid: str, enabled: bool) -> dict[str, Any]:
+    def _set(self, node_uuid: str, enabled: bool,
+             kind: str) -> dict[str, Any]:
+        """Enable or disable the console and wait for Ironic to.
+
+        The wait is bounded by nova's ``[ironic]
+        <kind>_console_state_timeout`` (0: no bound).
+        """
         try:
             self._ironic.set_console_mode(node_uuid, enabled)
             opts = self._conf.ironic_multi
@@ -56,7 +63,8 @@ class Consoles:
                 # polls.
                 lambda: self._ironic.get_console(node_uuid),
                 lambda c: bool(c['console_enabled']) == enabled,
-                timeout=opts.console_timeout, interval=opts.poll_interval,
+                timeout=nova_options.console_timeout(self._conf, kind),
+                interval=opts.poll_interval,
                 what='console of node %s to be %s' % (
                     node_uuid, 'enabled' if enabled else 'disabled'))
         except (ironic.IronicError, waits.Timeout) as e:
@@ -75,7 +83,7 @@ class Consoles:
         node = self._provisioner.instance_node(instance)
         console = self._get(node.uuid)
         if not console['console_enabled']:
-            console = self._set(node.uuid, True)
+            console = self._set(node.uuid, True, nova_options.VNC)
         info = console.get('console_info') or {}
         if info.get('type') != 'vnc':
             raise Unavailable('node %s has a %r console, not vnc'
@@ -111,11 +119,11 @@ class Consoles:
                               % node.uuid)
         # A serial line has one user: re-enabling drops whoever held it.
         try:
-            self._set(node.uuid, False)
+            self._set(node.uuid, False, nova_options.SERIAL)
         except Unavailable:
             LOG.warning('Could not disable the console of node %s; '
                         're-enabling it anyway', node.uuid)
-        console = self._set(node.uuid, True)
+        console = self._set(node.uuid, True, nova_options.SERIAL)
         info = console.get('console_info') or {}
         if info.get('type') != 'socat':
             raise Unavailable('node %s has a %r console, not socat'

@@ -40,6 +40,7 @@ from nova_ironic_multi import inventory
 from nova_ironic_multi import ironic
 from nova_ironic_multi import loader
 from nova_ironic_multi import nodeinfo
+from nova_ironic_multi import nova_options
 from nova_ironic_multi import partition
 from nova_ironic_multi import power
 from nova_ironic_multi import provision
@@ -119,6 +120,7 @@ class IronicDriver(virt_driver.ComputeDriver):
             raise exception.InvalidConfiguration(str(e)) from e
         LOG.info('nova-ironic-multi on %(host)s: %(part)s',
                  {'host': host, 'part': part.summary()})
+        nova_options.warn_differences(CONF, host)
         self._connect_at_start()
         reload.watch(CONF, self._inventory)
         if not monkey_patch.is_patched():

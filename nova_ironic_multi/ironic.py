@@ -17,7 +17,10 @@
 * python-ironicclient's own retries are off: it retries every request
   alike (409s, 503s, connection failures), the reservation included. Here
   one policy, :meth:`Ironic._call`, decides per request, and the counts
-  are nova's ``[ironic] api_max_retries`` / ``api_retry_interval``:
+  are nova's ``[ironic]`` options as :mod:`nova_ironic_multi.retries`
+  says (``api_max_retries`` / ``api_retry_interval``, and keystoneauth's
+  ``connect_retries`` / ``status_code_retries``, which are never given to
+  keystoneauth itself):
 
   - a 409 saying a conductor holds the node's lock (:func:`is_node_locked`)
     is retried, except for the reservation; any other 409 (already
@@ -89,6 +92,7 @@ from urllib3 import exceptions as urllib3_exc
 from nova_ironic_multi import acted
 from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import partition
+from nova_ironic_multi import retries
 
 LOG = logging.getLogger(__name__)
 
@@ -290,6 +294,15 @@ def is_node_locked(error: Conflict) -> bool:
     (Ironic's error body carries only the message, so the message it is.)
     """
     return 'is locked by host' in str(error)
+
+
+def failure_kind(error: IronicError) -> retries.Kind:
+    """Which retry options size the retries of ``error``."""
+    if isinstance(error, Conflict):
+        return retries.Kind.LOCKED
+    if getattr(error.__cause__, 'http_status', None) is not None:
+        return retries.Kind.STATUS
+    return retries.Kind.CONNECT
 
 
 def version_tuple(text: str) -> tuple[int, int]:
@@ -510,9 +523,13 @@ class Ironic:
               **kwargs: Any) -> Any:
         """One API request, retried as ``retry`` allows.
 
-        The only place requests are retried: up to ``[ironic]
-        api_max_retries`` times, ``[ironic] api_retry_interval`` seconds
-        apart; never inside :meth:`fail_fast`.
+        The only place requests are retried; how often and how far apart
+        per kind of failure is :mod:`nova_ironic_multi.retries` (nova's
+        ``[ironic] api_max_retries`` / ``api_retry_interval`` and
+        keystoneauth's ``connect_retries`` / ``status_code_retries``
+        options). ``retry`` decides whether at all: no option adds a
+        retry that ``retry`` forbids, and inside :meth:`fail_fast` nothing
+        is retried.
 
         :param acted: for a request that changes Ironic: reads the node
             and says whether Ironic took the request. Asked when the
@@ -520,10 +537,9 @@ class Ironic:
             Ironic took it, the request succeeded (None is returned) and
             is not repeated; if not, it may be asked again.
         """
-        group = self._conf[GROUP]
+        budget = retries.Budget(self._conf)
         fast = self.failing_fast
-        attempts = 1 + (group.api_max_retries if retry and not fast else 0)
-        for attempt in range(1, attempts + 1):
+        for attempt in itertools.count(1):
             try:
                 call = getattr(getattr(self._connect(), manager), method)
                 self.requests[what] += 1
@@ -537,44 +553,50 @@ class Ironic:
                         is_transient(e) and not did_not_act(e)):
                     if self._acted(request.strip(), e, acted):
                         return None
-                    # No trace of it in Ironic: asking again is safe.
-                    retriable = True
-                if fast and retriable:
+                    # No trace of it in Ironic: asking again is safe
+                    # (for a request that may be retried at all).
+                    retriable = bool(retry & (Retry.TRANSIENT |
+                                              Retry.UNACTED))
+                if not retriable:
+                    raise
+                if fast:
                     LOG.debug('Ironic request %(request)s failed (%(error)s)'
                               '; not retried within a resource-tracker '
                               'period or the start: the next period asks '
                               'again', {'request': request.strip(),
                                         'error': e})
-                if not retriable:
                     raise
-                if attempt == attempts:
+                kind = failure_kind(e)
+                rule = retries.rule(self._conf, kind)
+                delay = budget.next_delay(kind)
+                if delay is None:
                     if attempt > 1:
                         LOG.warning(
                             'Ironic request %(request)s still failed after '
-                            '%(n)d attempts, giving up ([ironic] '
-                            'api_max_retries = %(max)d, api_retry_interval '
-                            '= %(interval)s): %(error)s',
+                            '%(n)d attempts, giving up (%(options)s): '
+                            '%(error)s',
                             {'request': request.strip(), 'n': attempt,
-                             'max': group.api_max_retries,
-                             'interval': group.api_retry_interval,
-                             'error': e})
+                             'options': rule.options, 'error': e})
                     raise
                 LOG.debug('Ironic request %(request)s failed (%(error)s); '
-                          'retry %(n)d of %(max)d in %(interval)s s',
+                          'retry %(n)d of %(max)d in %(delay)s s '
+                          '(%(options)s)',
                           {'request': request.strip(), 'error': e,
-                           'n': attempt, 'max': attempts - 1,
-                           'interval': group.api_retry_interval})
-                self._sleep(group.api_retry_interval)
+                           'n': budget.used(kind), 'max': rule.retries,
+                           'delay': delay, 'options': rule.options})
+                self._sleep(delay)
         raise AssertionError('unreachable')
 
-    @staticmethod
-    def _retriable(error: IronicError, retry: Retry) -> bool:
+    def _retriable(self, error: IronicError, retry: Retry) -> bool:
         if isinstance(error, Conflict):
             # Only a lock goes away by itself; any other 409 (already
             # associated, a duplicate volume target) would repeat.
             return bool(retry & Retry.LOCKED) and is_node_locked(error)
-        return bool((retry & Retry.TRANSIENT) and is_transient(error) or
-                    (retry & Retry.UNACTED) and did_not_act(error))
+        if retry & Retry.UNACTED and did_not_act(error):
+            return True
+        if not retry & Retry.TRANSIENT:
+            return False
+        return is_transient(error) or self._listed_status_on_read(error)
 
     @staticmethod
     def _acted(request: str, error: IronicError,
@@ -607,6 +629,13 @@ class Ironic:
                         'trace of it; it may be asked again',
                         {'request': request, 'error': error})
         return took
+
+    def _listed_status_on_read(self, error: IronicError) -> bool:
+        """A GET answered with a status of ``retriable_status_codes``."""
+        cause = error.__cause__
+        return (str(getattr(cause, 'method', '')).upper() == 'GET' and
+                getattr(cause, 'http_status', None) in
+                retries.retriable_status_codes(self._conf))
 
     # Reading nodes ------------------------------------------------------
 

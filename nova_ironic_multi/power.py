@@ -9,7 +9,11 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""Power actions on an instance's node, each waited for with a bound."""
+"""Power actions on an instance's node, each waited for until Ironic is done.
+
+The wait is bounded only by ``[ironic_multi] power_timeout`` when it is set
+(by default it is not: Ironic's own power timeouts end a stuck change).
+"""
 
 from __future__ import annotations
 
@@ -43,7 +47,7 @@ class Power:
         node: nodeinfo.NodeInfo = waits.until(
             lambda: self._ironic.get_node(node_uuid),
             lambda n: n.target_power_state is None,
-            timeout=timeout or opts.power_timeout,
+            timeout=timeout or opts.power_timeout or None,
             interval=opts.poll_interval, what=what)
         return node
 
@@ -52,8 +56,10 @@ class Power:
                  timeout: int | None = None) -> nodeinfo.NodeInfo:
         self._ironic.set_power_state(node_uuid, target, soft=soft,
                                      timeout=timeout)
-        wait_for = (timeout + self._conf.ironic_multi.power_timeout
-                    if timeout else None)
+        # A soft power off with nova's timeout: Ironic gives up on it after
+        # ``timeout``; a bound of ours, if set, comes on top.
+        bound = self._conf.ironic_multi.power_timeout
+        wait_for = timeout + bound if timeout and bound else None
         return self._settle(node_uuid, '%s of node %s' % (what, node_uuid),
                             wait_for)
 

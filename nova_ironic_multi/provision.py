@@ -39,6 +39,7 @@ from nova_ironic_multi import inventory
 from nova_ironic_multi import ironic
 from nova_ironic_multi import leftovers
 from nova_ironic_multi import nodeinfo
+from nova_ironic_multi import nova_options
 from nova_ironic_multi import ownership
 from nova_ironic_multi import states
 from nova_ironic_multi import vifs
@@ -75,8 +76,16 @@ class Provisioner:
 
     def _wait(self, what: str, timeout_option: str, read: Any,
               done: Any) -> Any:
+        """Poll until ``done``, bounded by ``[ironic_multi] <option>``.
+
+        0 means no bound: the wait lasts as long as Ironic works on it. The
+        tear-down wait is never shorter than nova's in-tree driver's.
+        """
         opts = self._conf.ironic_multi
-        return waits.until(read, done, timeout=opts[timeout_option],
+        timeout: float | None = opts[timeout_option]
+        if timeout_option == 'unprovision_timeout':
+            timeout = nova_options.unprovision_timeout(self._conf)
+        return waits.until(read, done, timeout=timeout,
                            interval=opts.poll_interval, what=what)
 
     def _remember(self, node_uuid: str) -> None:

@@ -9,12 +9,16 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""Bounded polling: every wait on Ironic has an interval and a deadline.
+"""Polling Ironic until it is done: an interval, and a deadline if any.
 
 A poll that fails because Ironic is unavailable (after the request's own
 retries, see :mod:`nova_ironic_multi.ironic`) is not an answer: the wait
-logs it and polls again until its deadline. Only what was read (a failed
-state, a node gone) or the deadline ends a wait.
+logs it and polls again. Only what was read (a failed state, a node gone)
+or the deadline ends a wait. Without a deadline (``timeout`` 0 or None, the
+default of the deploy, rescue and power waits) the wait lasts as long as
+Ironic works on the node: Ironic's own conductor timeouts end a stuck
+operation with a failed state, which ends the wait. These waits run in
+nova's instance actions, never in its periodic tasks.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ class Timeout(Exception):
 
 
 def until(read: Callable[[], T], done: Callable[[T], bool], *,
-          timeout: float, interval: float, what: str,
+          timeout: float | None, interval: float, what: str,
           sleep: Callable[[float], None] = time.sleep,
           clock: Callable[[], float] = time.monotonic) -> T:
     """Read until ``done(value)``; ``done`` may raise to abort the wait.
@@ -52,9 +56,10 @@ def until(read: Callable[[], T], done: Callable[[T], bool], *,
     ``read`` raising :class:`ironic.IronicUnavailable` is a failed poll:
     logged, then polled again. Any other exception ends the wait.
 
+    :param timeout: seconds; 0 or None for no deadline.
     :raises Timeout: ``timeout`` seconds passed first.
     """
-    deadline = clock() + timeout
+    deadline = clock() + timeout if timeout else None
     last: object = 'nothing yet'
     failed = 0
     while True:
@@ -64,9 +69,10 @@ def until(read: Callable[[], T], done: Callable[[T], bool], *,
             failed += 1
             last = 'a failed poll: %s' % e
             LOG.warning('Polling Ironic for %(what)s failed (%(n)d failed '
-                        'polls so far); polling again until the wait times '
-                        'out: %(error)s',
-                        {'what': what, 'n': failed, 'error': e})
+                        'polls so far); polling again%(until)s: %(error)s',
+                        {'what': what, 'n': failed, 'error': e,
+                         'until': (' until the wait times out' if deadline
+                                   is not None else '')})
         else:
             if done(value):
                 if failed:
@@ -76,7 +82,10 @@ def until(read: Callable[[], T], done: Callable[[T], bool], *,
             last = value
             LOG.debug('Still waiting for %(what)s: %(value)s',
                       {'what': what, 'value': value})
+        if deadline is None:
+            sleep(interval)
+            continue
         remaining = deadline - clock()
         if remaining <= 0:
-            raise Timeout(what, timeout, last, failed)
+            raise Timeout(what, float(timeout or 0), last, failed)
         sleep(min(interval, remaining))

@@ -279,19 +279,31 @@ Possible values:
 Related options:
 
 * ``deploy_timeout``, ``unprovision_timeout``, ``power_timeout``,
-  ``rescue_timeout``, ``console_timeout``
+  ``rescue_timeout``, ``[ironic] serial_console_state_timeout``,
+  ``[ironic] vnc_console_state_timeout``
 """),
     cfg.IntOpt(
         'deploy_timeout',
-        default=3600,
-        min=1,
+        default=0,
+        min=0,
         help="""
 Seconds to wait for a deploy or rebuild to reach ``active`` before the build
 is failed, the node's reservation released and the instance rescheduled.
 
+By default (0) there is no bound: the wait lasts as long as Ironic works on
+the node, as with nova's in-tree driver. A stuck deploy is ended by Ironic's
+own conductor timeouts (``[conductor] deploy_callback_timeout``,
+``[conductor] clean_callback_timeout``, ...), which put the node in ``deploy
+failed``; this driver then fails the build at once. A bound here fails a
+deploy that Ironic would have completed (long RAID, firmware or image
+steps), so set one only to give up earlier than Ironic does.
+
+The wait runs in the build, never in nova's periodic tasks.
+
 Possible values:
 
-* A positive integer.
+* 0 (default): no bound, wait as long as Ironic works on the node.
+* A positive integer: seconds.
 
 Related options:
 
@@ -300,7 +312,7 @@ Related options:
     cfg.IntOpt(
         'unprovision_timeout',
         default=600,
-        min=1,
+        min=0,
         help="""
 Seconds to wait, when an instance is deleted (or a failed build is undone),
 for its node to leave the deployed states; cleaning counts as done, whatever
@@ -310,24 +322,38 @@ over, by a resource-tracker period of the host that manages the free node
 (or of the host that deleted the instance). The delete never waits for
 cleaning. Whatever is left is removed before the node's next deploy.
 
+The wait is never shorter than the tear-down wait of nova's in-tree driver
+with the same configuration, ``([ironic] api_max_retries + 1) x [ironic]
+api_retry_interval`` seconds (122 at nova's defaults), so a configuration
+tuned for that driver waits at least as long here.
+
 Possible values:
 
-* A positive integer.
+* A positive integer: seconds.
+* 0: no bound, wait as long as Ironic works on the node.
 
 Related options:
 
-* ``poll_interval``
+* ``poll_interval``, ``[ironic] api_max_retries``, ``[ironic]
+  api_retry_interval``
 """),
     cfg.IntOpt(
         'power_timeout',
-        default=300,
-        min=1,
+        default=0,
+        min=0,
         help="""
 Seconds to wait for a power on, power off or reboot to finish.
 
+By default (0) there is no bound: the wait lasts until Ironic ends the power
+change, successfully or not (Ironic's ``[conductor]
+power_state_change_timeout`` and ``soft_power_off_timeout`` bound it on
+Ironic's side). With a bound, a soft power off is given nova's shutdown
+timeout plus this many seconds.
+
 Possible values:
 
-* A positive integer.
+* 0 (default): no bound.
+* A positive integer: seconds.
 
 Related options:
 
@@ -335,14 +361,19 @@ Related options:
 """),
     cfg.IntOpt(
         'rescue_timeout',
-        default=1800,
-        min=1,
+        default=0,
+        min=0,
         help="""
 Seconds to wait for a rescue or unrescue to finish.
 
+By default (0) there is no bound: the wait lasts as long as Ironic works on
+the node (Ironic's ``[conductor] rescue_callback_timeout`` ends a stuck
+rescue with ``rescue failed``).
+
 Possible values:
 
-* A positive integer.
+* 0 (default): no bound.
+* A positive integer: seconds.
 
 Related options:
 
@@ -350,18 +381,32 @@ Related options:
 """),
     cfg.IntOpt(
         'console_timeout',
-        default=60,
+        default=None,
         min=1,
+        deprecated_for_removal=True,
+        deprecated_since='2026.1',
+        deprecated_reason="""
+nova's own ``[ironic] serial_console_state_timeout`` and ``[ironic]
+vnc_console_state_timeout`` are honoured now, as by nova's in-tree driver.
+""",
         help="""
 Seconds to wait for a node's console to be enabled or disabled.
 
+Deprecated: set ``[ironic] serial_console_state_timeout`` and ``[ironic]
+vnc_console_state_timeout`` instead (0 there means no bound). While this
+option is set it applies to each console type whose ``[ironic]`` option is
+not set, so an existing configuration keeps its behaviour; an ``[ironic]``
+option that is set wins.
+
 Possible values:
 
-* A positive integer.
+* Unset (the default): the ``[ironic]`` options apply.
+* A positive integer: seconds.
 
 Related options:
 
-* ``poll_interval``
+* ``[ironic] serial_console_state_timeout``, ``[ironic]
+  vnc_console_state_timeout``
 """),
     cfg.FloatOpt(
         'request_timeout',

@@ -69,7 +69,11 @@ class DriverTestCase(test.TestCase):
         nim_conf.register_opts(CONF)
         self.flags(poll_interval=0.1, deploy_timeout=5,
                    unprovision_timeout=5, power_timeout=5, rescue_timeout=5,
-                   console_timeout=5, group='ironic_multi')
+                   group='ironic_multi')
+        # The in-tree tear-down wait, (0 + 1) x 0 s, never lengthens ours.
+        self.flags(serial_console_state_timeout=5,
+                   vnc_console_state_timeout=5, api_max_retries=0,
+                   api_retry_interval=0, group='ironic')
         # Config drives need an ISO 9660 tool; nova's default is the
         # genisoimage binary, pycdlib (an Ironic dependency) ships one.
         self.flags(mkisofs_cmd=os.path.join(os.path.dirname(sys.executable),

@@ -316,9 +316,24 @@ class ShardDivisionTest(base.DriverTestCase):
             self.assertEqual('rack-a', call[0].conductor_group)
 
     def test_balanced_ring_weighs_shards_by_node_count(self) -> None:
+        # Skewed shards: 72 nodes in 8 shards from 24 down to 3, and the 9
+        # nodes without a shard. Placed one shard per key, as the
+        # compatible ring places them, the hosts would list 24, 21 and 27
+        # sharded nodes; weighed by node count, 24 each.
+        for node in self.sharded:
+            del self.ironic.nodes[node]
+        sizes = (24, 12, 12, 6, 6, 6, 3, 3)
+        for i, size in enumerate(sizes):
+            for _ in range(size):
+                self.ironic.add_node(shard=SHARDS[i])
         self.flags(ring_algorithm='balanced', group='ironic_multi')
         by_shard = self.assert_same_union_as_nodes_mode()
-        self.assertTrue(all(by_shard.values()))
+        self.assertEqual({h: 27 for h in HOSTS},
+                         {h: len(nodes) for h, nodes in by_shard.items()})
+        sharded = {h: sum(1 for n in nodes
+                          if self.ironic.nodes[n]['shard'] is not None)
+                   for h, nodes in by_shard.items()}
+        self.assertEqual({h: 24 for h in HOSTS}, sharded)
 
     def test_reload_to_nodes_and_back(self) -> None:
         before = self.period()

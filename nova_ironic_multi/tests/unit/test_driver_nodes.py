@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 from unittest import mock
 
@@ -255,23 +254,35 @@ class DivisionTest(base.DriverTestCase):
         # that refresh's result, not list Ironic again one after the other.
         # (Without the sharing there would be one listing per caller.)
         callers = 6
-        entered = threading.Semaphore(0)
-        real_refresh = self.driver._inventory.refresh
         real_list = self.ironic.list_nodes
 
-        def counting_refresh() -> Any:
-            entered.release()
-            return real_refresh()
+        class ArrivalLock:
+            """The refresh lock, counting the callers that reached it.
+
+            A caller reads the refresh count before it takes the lock.
+            """
+
+            def __init__(self) -> None:
+                self.lock = threading.Lock()
+                self.arrived = threading.Semaphore(0)
+
+            def __enter__(self) -> None:
+                self.arrived.release()
+                self.lock.acquire()
+
+            def __exit__(self, *exc: object) -> None:
+                self.lock.release()
+
+        lock = ArrivalLock()
 
         def slow_list(scope: Any) -> Any:
-            # Hold the first listing until every caller is waiting for it.
+            # Hold the first listing until every caller waits for its lock.
             for _ in range(callers):
-                self.assertTrue(entered.acquire(timeout=10))
-            time.sleep(0.2)
+                self.assertTrue(lock.arrived.acquire(timeout=10))
             self.ironic.list_nodes = real_list  # type: ignore
             return real_list(scope)
 
-        self.driver._inventory.refresh = counting_refresh  # type: ignore
+        self.driver._inventory._refresh_lock = lock  # type: ignore
         self.ironic.list_nodes = slow_list  # type: ignore
         listed_before = len(self.ironic.calls_to('list_nodes'))
         results: list[set[str]] = []

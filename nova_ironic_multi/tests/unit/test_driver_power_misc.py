@@ -354,7 +354,7 @@ class ConsoleTest(InstanceOnNode):
                               self.instance)
 
     def test_console_that_never_enables(self) -> None:
-        self.flags(console_timeout=1, group='ironic_multi')
+        self.flags(vnc_console_state_timeout=1, group='ironic')
         real = self.ironic.set_console_mode
         self.ironic.set_console_mode = (  # type: ignore
             lambda node, enabled: real(node, False))

@@ -928,3 +928,173 @@ def test_an_nmi_is_asked_again_only_when_it_never_left() -> None:
     with pytest.raises(ironic.IronicUnavailable):
         client.inject_nmi('node')
     assert fake.node.inject_nmi.call_count == 3
+
+
+# keystoneauth's adapter retry options ([ironic] connect_retries, ...) -----
+
+def http_error(cls: type, method: str) -> Exception:
+    """A python-ironicclient HTTP error as it raises it for ``method``."""
+    error: Exception = cls('proxy', method=method, url='/v1/nodes/node')
+    return error
+
+
+def test_connect_retries_size_the_retries_of_a_failed_connection() -> None:
+    client, fake, sleeps = fake_client(api_max_retries=60,
+                                       api_retry_interval=2,
+                                       connect_retries=2,
+                                       connect_retry_delay=0.25)
+    fake.node.set_power_state.side_effect = ks_exc.ConnectFailure('refused')
+    with pytest.raises(ironic.IronicUnavailable):
+        client.set_power_state('node', 'on')
+    assert fake.node.set_power_state.call_count == 1 + 2
+    assert sleeps == [0.25, 0.25]
+
+
+def test_connect_retries_without_a_delay_back_off_as_keystoneauth(
+        ) -> None:
+    client, fake, sleeps = fake_client(connect_retries=4)
+    fake.node.get.side_effect = ks_exc.ConnectFailure('refused')
+    with pytest.raises(ironic.IronicUnavailable):
+        client.get_fields('node', ['uuid'])
+    assert sleeps == [0.5, 1.0, 2.0, 4.0]
+
+
+def test_status_code_retries_size_the_retries_of_a_503() -> None:
+    client, fake, sleeps = fake_client(api_max_retries=60,
+                                       status_code_retries=1,
+                                       status_code_retry_delay=3)
+    fake.node.set_provision_state.side_effect = NO_FREE_WORKER
+    with pytest.raises(ironic.IronicUnavailable):
+        client.set_provision_state('node', 'active')
+    assert fake.node.set_provision_state.call_count == 2
+    assert sleeps == [3]
+
+
+def test_each_kind_of_failure_has_its_own_count() -> None:
+    # A lock, a 503 and a refused connection in one request: each is
+    # counted against its own option, none against another's.
+    client, fake, sleeps = fake_client(api_max_retries=1,
+                                       api_retry_interval=7,
+                                       connect_retries=1,
+                                       connect_retry_delay=5,
+                                       status_code_retries=1,
+                                       status_code_retry_delay=3)
+    fake.node.set_power_state.side_effect = [
+        ir_exc.Conflict(LOCKED), NO_FREE_WORKER,
+        ks_exc.ConnectFailure('refused'), None]
+    client.set_power_state('node', 'on')
+    assert sleeps == [7, 3, 5]
+
+
+def test_listed_statuses_are_retried_for_reads_only() -> None:
+    client, fake, sleeps = fake_client(status_code_retries=2,
+                                       status_code_retry_delay=1,
+                                       retriable_status_codes=[502, 503])
+    fake.node.get.side_effect = [http_error(ir_exc.BadGateway, 'GET'),
+                                 mock.Mock()]
+    client.get_fields('node', ['uuid'])
+    assert fake.node.get.call_count == 2
+    # A 502 to a change: Ironic may have acted; not repeated.
+    fake.node.set_provision_state.side_effect = http_error(
+        ir_exc.BadGateway, 'PUT')
+    with pytest.raises(ironic.IronicError):
+        client.set_provision_state('node', 'active')
+    assert fake.node.set_provision_state.call_count == 1
+    assert sleeps == [1]
+
+
+def test_a_status_not_listed_is_not_retried_even_for_reads() -> None:
+    client, fake, sleeps = fake_client(status_code_retries=2)
+    fake.node.get.side_effect = http_error(ir_exc.BadGateway, 'GET')
+    with pytest.raises(ironic.IronicError):
+        client.get_fields('node', ['uuid'])
+    assert fake.node.get.call_count == 1
+
+
+@pytest.mark.parametrize('error', [ks_exc.ConnectFailure('refused'),
+                                   NO_FREE_WORKER])
+def test_adapter_retries_add_nothing_inside_the_period(
+        error: Exception) -> None:
+    # The node listing and the check whether a node exists run inside
+    # nova's period: whatever the options, one attempt.
+    client, fake, sleeps = fake_client(connect_retries=10,
+                                       status_code_retries=10,
+                                       retriable_status_codes=[503])
+    fake.node_pages.page.side_effect = error
+    with pytest.raises(ironic.IronicUnavailable):
+        client.list_nodes(partition.Scope())
+    fake.node.get.side_effect = error
+    assert client.node_exists('node') is None
+    assert (fake.node_pages.page.call_count, fake.node.get.call_count) == (
+        1, 1)
+    assert sleeps == []
+
+
+@pytest.mark.parametrize('error', [
+    ks_exc.ConnectFailure('refused'), NO_FREE_WORKER,
+    http_error(ir_exc.BadGateway, 'PATCH')])
+def test_adapter_retries_never_repeat_the_reservation_or_an_nmi(
+        error: Exception) -> None:
+    client, fake, sleeps = fake_client(connect_retries=10,
+                                       status_code_retries=10,
+                                       retriable_status_codes=[502, 503])
+    fake.node.update.side_effect = error
+    with pytest.raises(ironic.IronicError):
+        client.reserve('node', 'inst')
+    assert fake.node.update.call_count == 1
+    fake.node.inject_nmi.side_effect = ks_exc.ConnectFailure('reset')
+    with pytest.raises(ironic.IronicError):
+        client.inject_nmi('node')
+    assert fake.node.inject_nmi.call_count == 1
+
+
+def test_keystoneauth_itself_never_retries(requests_mock: Any) -> None:
+    # Handed to keystoneauth, connect_retries would repeat any request,
+    # the reservation and the listing included. One HTTP request each.
+    conf = connection_conf(endpoint_override='http://ironic.test:6385',
+                           connect_retries=5, connect_retry_delay=0,
+                           status_code_retries=5, status_code_retry_delay=0,
+                           api_max_retries=0)
+    versions = {'X-OpenStack-Ironic-API-Minimum-Version': '1.1',
+                'X-OpenStack-Ironic-API-Maximum-Version': '1.82',
+                'X-OpenStack-Ironic-API-Version': '1.82'}
+    for url in ('http://ironic.test:6385/', 'http://ironic.test:6385/v1'):
+        requests_mock.get(url, headers=versions, json={
+            'id': 'v1', 'version': {'id': 'v1', 'version': '1.82',
+                                   'min_version': '1.1'},
+            'default_version': {'id': 'v1', 'version': '1.82',
+                                'min_version': '1.1'},
+            'versions': [{'id': 'v1', 'version': '1.82',
+                          'min_version': '1.1'}]})
+    requests_mock.get('http://ironic.test:6385/v1/nodes/',
+                      exc=requests.exceptions.ConnectionError('refused'))
+    requests_mock.patch('http://ironic.test:6385/v1/nodes/node',
+                        status_code=503, json={})
+    client = ironic.Ironic(conf, sleep=lambda s: None)
+    with pytest.raises(ironic.IronicUnavailable):
+        client.list_nodes(partition.Scope())
+    with pytest.raises(ironic.IronicUnavailable):
+        client.reserve('node', 'inst')
+    methods = [(r.method, r.path) for r in requests_mock.request_history
+               if r.path.startswith('/v1/nodes')]
+    assert methods == [('GET', '/v1/nodes/'), ('PATCH', '/v1/nodes/node')]
+
+
+@pytest.mark.parametrize('options,attribute,expected', [
+    ({'insecure': True}, 'verify', False),
+    ({'cafile': '/etc/ironic-ca.pem'}, 'verify', '/etc/ironic-ca.pem'),
+    ({'certfile': '/c.pem', 'keyfile': '/k.pem'}, 'cert',
+     ('/c.pem', '/k.pem')),
+    ({'timeout': 7}, 'timeout', 7.0),
+    ({'collect_timing': True}, '_collect_timing', True),
+    ({'split_loggers': True}, '_split_loggers', True),
+])
+def test_novas_session_options_reach_the_session(
+        options: dict[str, Any], attribute: str, expected: Any) -> None:
+    # [ironic]'s keystoneauth session options mean what they mean with
+    # nova's in-tree driver.
+    conf = connection_conf(endpoint_override='http://127.0.0.1:6385',
+                           **options)
+    session, endpoint = ironic.Ironic(conf)._session_and_endpoint()
+    assert getattr(session, attribute) == expected
+    assert endpoint == 'http://127.0.0.1:6385'

@@ -114,8 +114,10 @@ class ToozMembershipTest(test.TestCase):
         cli = membership.load('tooz', CONF, 'cli', observer=True)
         self.plugins.append(cli)
         self.assertEqual({'host1'}, set(cli.observe(self.part('cli'))))
-        time.sleep(0.5)   # several heartbeat intervals of the observer
-        self.assertEqual({'host1'}, set(one.observe(self.part('host1'))))
+        # An observer that joined did so before its reading, so before
+        # host2 joins now: once host1 sees host2, it would see the CLI.
+        self.member('host2').live_peers(self.part('host2'))
+        self.wait_for(one, self.part('host1'), {'host1', 'host2'})
 
     def test_a_killed_member_leaves_within_the_member_timeout(self) -> None:
         one = self.member('host1')
@@ -135,9 +137,11 @@ class ToozMembershipTest(test.TestCase):
     def test_groups_are_per_conductor_group(self) -> None:
         one, two = self.member('host1'), self.member('host2')
         two.live_peers(self.part('host2', key='rack-b'))
-        time.sleep(0.5)
-        self.assertEqual({'host1'},
-                         set(one.live_peers(self.part('host1', 'rack-a'))))
+        # host2 joined rack-b before host3 joins rack-a: once host1 sees
+        # host3 there, it would see host2 too if the groups were one.
+        self.member('host3').live_peers(self.part('host3', key='rack-a'))
+        self.wait_for(one, self.part('host1', key='rack-a'),
+                      {'host1', 'host3'})
         # A reload that moves host1 to rack-b moves it to that group.
         self.wait_for(one, self.part('host1', key='rack-b'),
                       {'host1', 'host2'})

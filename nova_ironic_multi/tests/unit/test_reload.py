@@ -35,9 +35,20 @@ class Listener:
         self.seen: list[Any] = []
         self.event = threading.Event()
 
+        #: With :meth:`hold`: each reload waits for ``gate`` once in.
+        self.entered = threading.Semaphore(0)
+        self.gate = threading.Semaphore(0)
+        self.held = False
+
+    def hold(self) -> None:
+        self.held = True
+
     def reloaded(self) -> None:
         self.seen.append(self.conf.ironic_multi.partition_key)
         self.event.set()
+        if self.held:
+            self.entered.release()
+            assert self.gate.acquire(timeout=10)
 
 
 @pytest.fixture
@@ -144,14 +155,31 @@ def test_sighup_rereads_the_files_without_stopping(
         assert not reload.install_sighup(conf)   # once per process
         path.write_text('[ironic_multi]\npartition_key = rack-z\n'
                         'peer_list = host1\n')
-        for _ in range(20):     # a burst of signals is one reload or few
+        listener.hold()
+        os.kill(os.getpid(), signal.SIGHUP)
+        assert listener.entered.acquire(timeout=10)     # in the reload
+        path.write_text('[ironic_multi]\npartition_key = rack-y\n'
+                        'peer_list = host1\n')
+        # A burst of signals while that reload runs, each one queued.
+        assert state.signals is not None
+        burst = 5
+        for queued in range(1, burst + 1):
             os.kill(os.getpid(), signal.SIGHUP)
-        assert listener.event.wait(10)
-        time.sleep(0.2)
-        assert conf.ironic_multi.partition_key == 'rack-z'
-        assert 1 <= len(listener.seen) < 20
+            deadline = time.monotonic() + 10
+            while (state.signals.qsize() != queued and
+                   time.monotonic() < deadline):
+                time.sleep(0.01)    # a bounded poll: the handler's put
+            assert state.signals.qsize() == queued
+        listener.gate.release()
+        assert listener.entered.acquire(timeout=10)     # the next reload
+        # It took the whole burst: nothing is left for another reload.
+        assert state.signals.qsize() == 0
+        assert listener.seen == ['rack-z', 'rack-y']
+        listener.gate.release()
+        assert conf.ironic_multi.partition_key == 'rack-y'
     finally:
         signal.signal(signal.SIGHUP, previous)
+        listener.gate.release()
 
 
 def test_sighup_handler_only_from_the_main_thread(
