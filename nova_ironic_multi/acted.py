@@ -34,9 +34,6 @@ from nova_ironic_multi import states
 #: Fields a provision-state verdict reads.
 PROVISION_FIELDS = ['provision_state', 'target_provision_state',
                     'provision_updated_at']
-#: Fields a power verdict reads (``updated_at``: a reboot ends where it
-#: started, so only its writes show it).
-POWER_FIELDS = ['power_state', 'target_power_state', 'updated_at']
 
 #: Verb -> the target Ironic sets while it works on it.
 _TARGETS = {
@@ -83,7 +80,11 @@ def provision(verb: str, now: Any, before: Any = None) -> bool:
 
 
 def power(target: str, now: Any, before: Any) -> bool:
-    """Whether Ironic took a power change (a reboot: it wrote the node)."""
+    """Whether Ironic took a power change (a reboot: it wrote the node).
+
+    A reboot ends where it started (powered on): only a power target, or
+    the node's ``updated_at`` moved since ``before``, show it.
+    """
     if getattr(now, 'target_power_state', None) is not None:
         return True
     return getattr(now, 'updated_at', None) != getattr(before, 'updated_at',

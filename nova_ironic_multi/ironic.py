@@ -869,12 +869,12 @@ class Ironic:
         and a lost answer is judged from its writes since).
         """
         if target == 'reboot':
-            before = self._node_fields(node_uuid, acted.POWER_FIELDS)
+            # (Whole reads: Ironic serves no updated_at among ``fields``.)
+            before = self._call('get', 'get', node_uuid)
             self._call('power', 'set_power_state', node_uuid, target,
                        soft=soft, timeout=timeout, retry=Retry.ONCE_ACTED,
                        acted=lambda: acted.power(
-                           target, self._node_fields(node_uuid,
-                                                     acted.POWER_FIELDS),
+                           target, self._call('get', 'get', node_uuid),
                            before))
             return
         self._call('power', 'set_power_state', node_uuid, target, soft=soft,

@@ -880,6 +880,11 @@ def test_an_answer_lost_after_sending_is_judged_from_the_node(
     kind.call(client)
     assert sent.call_count == 1
     assert sleeps == []
+    # Ironic serves no timestamps but provision_updated_at in ``fields``
+    # (a 400: "Field updated_at is not a valid field").
+    for call in fake.node.get.call_args_list:
+        assert not {'updated_at', 'created_at'} & set(
+            call.kwargs.get('fields') or ()), call
     # No trace of it: asking again is safe (the reservation is never
     # retried: nova reschedules instead).
     client, fake, sent, sleeps = _kind_client(kind, lost(), kind.untouched)
