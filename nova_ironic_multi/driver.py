@@ -39,6 +39,7 @@ from nova_ironic_multi import consoles
 from nova_ironic_multi import inventory
 from nova_ironic_multi import ironic
 from nova_ironic_multi import loader
+from nova_ironic_multi import membership
 from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import nova_options
 from nova_ironic_multi import partition
@@ -110,12 +111,10 @@ class IronicDriver(virt_driver.ComputeDriver):
         self._inventory.host = host
         self._starting, self._instances_processed = True, False
         try:
-            part = self._inventory.current_partition()
-            loader.plugin(loader.RINGS_NAMESPACE, part.ring_algorithm,
-                          '[ironic_multi] ring_algorithm')
-            loader.plugin(loader.MEMBERSHIP_NAMESPACE, part.membership_driver,
-                          '[ironic_multi] membership_driver')
-        except (partition.InvalidPartition, loader.PluginNotFound) as e:
+            # Starts the membership plugin, which checks its own options.
+            part = self._inventory.start()
+        except (partition.InvalidPartition, loader.PluginNotFound,
+                membership.MembershipMisconfigured) as e:
             LOG.error('nova-ironic-multi refuses to start: %s', e)
             raise exception.InvalidConfiguration(str(e)) from e
         LOG.info('nova-ironic-multi on %(host)s: %(part)s',

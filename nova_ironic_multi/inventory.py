@@ -22,7 +22,9 @@ One refresh is the whole flow of a period:
    deployed meanwhile is not mistaken for another host's (nova bug 1841481);
 4. ask the membership plugin who the live peers are;
 5. let the ring and the three ownership rules pick this host's nodes;
-6. remove volume targets left on free nodes once Ironic is done with them
+6. with ``takeover = fenced``, take over the instances of forced down
+   hosts on the nodes the ring gives this host (see :mod:`fencing`);
+7. remove volume targets left on free nodes once Ironic is done with them
    (a few nodes per period: see :mod:`leftovers`), and undo the deploys
    spawn gave up on but could not undo (see :mod:`abandoned`).
 
@@ -51,6 +53,7 @@ import oslo_messaging
 
 from nova_ironic_multi import abandoned
 from nova_ironic_multi import division as division_mod
+from nova_ironic_multi import fencing
 from nova_ironic_multi import ironic
 from nova_ironic_multi import leftovers
 from nova_ironic_multi import loader
@@ -151,6 +154,7 @@ class Inventory:
         self._lister = shard_listing.ShardListing(client)
         self._leftovers = leftovers.LeftoverTargets(client)
         self._abandoned = abandoned.AbandonedDeploys(client)
+        self._takeover = fencing.Takeover(conf)
         #: Nodes last logged as orphans, and as carrying unknown instances.
         self._orphaned: frozenset[str] = frozenset()
         self._unknown: frozenset[str] = frozenset()
@@ -225,18 +229,51 @@ class Inventory:
         self._lister.reserved(instance_uuid)
 
     def membership(self, part: partition.Partition) -> membership.Membership:
+        """The started membership plugin of ``part``.
+
+        A plugin is started once, when it is loaded; one that another
+        replaces is stopped first.
+
+        :raises loader.PluginNotFound: no plugin has that name.
+        :raises membership.MembershipMisconfigured: it cannot start.
+        """
         plugin = self._membership
         if plugin is None or plugin.name != part.membership_driver:
             if plugin is not None:
+                self._membership = None
                 plugin.stop()
             plugin = membership.load(part.membership_driver, self._conf,
                                      self.host)
+            plugin.start()
             self._membership = plugin
         return plugin
 
+    def start(self) -> partition.Partition:
+        """Check the partition and start the membership plugin (init_host).
+
+        :raises partition.InvalidPartition: the options are invalid.
+        :raises loader.PluginNotFound: an unknown plugin is configured.
+        :raises membership.MembershipMisconfigured: the membership plugin
+            cannot work with its configuration.
+        """
+        part = self.current_partition()
+        loader.plugin(loader.RINGS_NAMESPACE, part.ring_algorithm,
+                      '[ironic_multi] ring_algorithm')
+        self.membership(part)
+        return part
+
     def stop(self) -> None:
-        if self._membership is not None:
-            self._membership.stop()
+        plugin, self._membership = self._membership, None
+        if plugin is not None:
+            plugin.stop()
+
+    def _listed(self, part: partition.Partition, ok: bool) -> None:
+        """Tell the membership plugin whether this period listed Ironic."""
+        try:
+            plugin = self.membership(part)
+        except (membership.MembershipUnavailable, loader.PluginNotFound):
+            return   # the period says why when it asks for the peers
+        plugin.listed(ok)
 
     # Refresh -------------------------------------------------------------
 
@@ -299,9 +336,12 @@ class Inventory:
         except ironic.VersionNotSupported as e:
             LOG.error('Cannot enforce the partition (%(scope)s): %(error)s',
                       {'scope': part.scope.describe(), 'error': e})
+            self._listed(part, False)
             raise NotReady(str(e)) from e
         except ironic.IronicError as e:
+            self._listed(part, False)
             raise NotReady('cannot list Ironic nodes: %s' % e) from e
+        self._listed(part, True)
         listed_at = time.monotonic()
         ctxt = nova_context.get_admin_context()
         with _peers_or_not_ready():
@@ -325,10 +365,20 @@ class Inventory:
             # The division the operator command computes too. An orphan
             # stays with the host of its deleted instance, so nova's reaper
             # there sees it (rule 1 for the instance it had).
-            division = division_mod.divide(
-                nodes, {part.host: mine | found.orphans}, members, part,
-                shards.counts if shards is not None else None,
-                self._rings)[part.host]
+            division = self._divide(part, nodes, mine, found, members,
+                                    shards)
+            # Fenced hosts' nodes the ring gives this host (takeover =
+            # fenced): their instances become this host's now, so this
+            # period's division holds the nodes and nova moves their rows.
+            moved = self._takeover.run(self.host, nodes, division, mine,
+                                       members)
+            if moved:
+                mine |= moved.live
+                self._orphans.forget(moved.orphans)
+                found = orphans.Found(found.orphans | moved.orphans,
+                                      found.unknown)
+                division = self._divide(part, nodes, mine, found, members,
+                                        shards)
         except loader.PluginNotFound as e:
             LOG.error('%s', e)
             raise NotReady(str(e)) from e
@@ -340,6 +390,15 @@ class Inventory:
         self._log_change(snapshot, len(nodes), listed_at - started,
                          time.monotonic() - listed_at)
         return snapshot
+
+    def _divide(self, part: partition.Partition,
+                nodes: list[nodeinfo.NodeInfo], mine: set[str],
+                found: orphans.Found, members: frozenset[str],
+                shards: Shards | None) -> ownership.Division:
+        return division_mod.divide(
+            nodes, {part.host: mine | found.orphans}, members, part,
+            shards.counts if shards is not None else None,
+            self._rings)[part.host]
 
     def _shards(self, part: partition.Partition) -> Shards:
         """The live peers and this host's shards (divide = shards).

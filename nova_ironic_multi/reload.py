@@ -25,6 +25,11 @@ handler is a stub that ends the service's main thread. So:
   the partition for its own host and logs the change, or rejects it and
   keeps its whole last good partition; the next resource-tracker period
   applies it.
+* the membership back end (``membership_driver``, ``tooz_backend_url``)
+  is applied at start only, yet a reload checks its new value as a start
+  would: one that could not work (see :mod:`tooz_backends`) refuses the
+  whole reload like an unreadable value, so the operator learns of it now,
+  not when the next start fails.
 * in threading mode, ``init_host`` (which runs on the main thread) replaces
   the SIGHUP handler by one that only queues the signal; a worker thread
   re-reads the files. SIGTERM is left to oslo.service. In eventlet mode
@@ -57,11 +62,20 @@ import weakref
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from nova_ironic_multi import tooz_backends
+
 LOG = logging.getLogger(__name__)
 
 #: The options a reload may change, as ``(group, name)``.
 MUTABLE = (('ironic_multi', 'partition_key'), ('ironic_multi', 'peer_list'),
            ('ironic', 'conductor_group'), ('ironic_multi', 'divide'))
+
+#: Options read at start only (oslo.config keeps their old value on a
+#: reload), whose new value a reload checks all the same: one that cannot
+#: work refuses the whole reload, so the operator learns it now rather than
+#: at the next start, which it would stop.
+CHECKED = (('ironic_multi', 'membership_driver'),
+           ('ironic_multi', 'tooz_backend_url'))
 
 #: Attempts of :func:`consistent` before it gives up.
 _ATTEMPTS = 5
@@ -91,6 +105,19 @@ def read(conf: cfg.ConfigOpts, group: str, name: str) -> Any:
     :raises cfg.Error: the value cannot be read (also ``ValueError``).
     """
     value, _location = conf._do_get(name, group)
+    return value
+
+
+def read_new(conf: cfg.ConfigOpts, group: str, name: str) -> Any:
+    """The value of an option in the files last (re)read, even one that
+    oslo.config applies at start only.
+
+    :raises cfg.NoSuchOptError: the option is not registered here.
+    :raises cfg.NoSuchGroupError: the group is not registered here.
+    :raises cfg.Error: the value cannot be read (also ``ValueError``).
+    """
+    value, _location = conf._do_get(name, group,
+                                    conf._mutable_ns or conf._namespace)
     return value
 
 
@@ -211,6 +238,27 @@ def _label(key: tuple[str, str]) -> str:
     return '[%s] %s' % key
 
 
+def _unworkable(conf: cfg.ConfigOpts) -> dict[tuple[str, str], str]:
+    """The options of :data:`CHECKED` whose new value cannot work, and why.
+
+    A tooz back end is checked as at start (a URL, an installed driver with
+    its client library, groups); it is not reached.
+    """
+    try:
+        driver, url = (read_new(conf, *key) for key in CHECKED)
+    except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+        return {}
+    except (cfg.Error, ValueError) as e:
+        return {CHECKED[0]: str(e)}
+    if driver != 'tooz':
+        return {}
+    try:
+        tooz_backends.check(url)
+    except tooz_backends.Unusable as e:
+        return {CHECKED[1]: str(e)}
+    return {}
+
+
 def on_mutate(conf: cfg.ConfigOpts,
               fresh: dict[tuple[str | None, str], tuple[Any, Any]]) -> None:
     """The mutate hook: apply the partition options whole, then tell drivers.
@@ -241,7 +289,8 @@ def on_mutate(conf: cfg.ConfigOpts,
                 values[key] = value
         changed = [k for k, v in values.items()
                    if k in _STATE.last_good and v != _STATE.last_good[k]]
-        if not errors:
+        unworkable = _unworkable(conf)
+        if not errors and not unworkable:
             # (oslo.config itself logs every change as "Option ... changed
             # from [old] to [new]"; each driver logs its new partition.)
             _STATE.last_good.update(values)
@@ -253,11 +302,18 @@ def on_mutate(conf: cfg.ConfigOpts,
                           '%(reason)s; keeping %(good)r.',
                           {'opt': _label(key), 'reason': reason,
                            'good': _STATE.last_good.get(key)})
+            for key, reason in unworkable.items():
+                # (No value: a back end URL may hold a password.)
+                LOG.error('Reload: rejected the new value of %(opt)s, which '
+                          'is applied at start only and could not work '
+                          'there: %(reason)s',
+                          {'opt': _label(key), 'reason': reason})
             LOG.error('Reload not applied: %(bad)s invalid, so %(held)s '
                       'stay as they were; the last good partition options '
                       'remain in force (%(good)s). Fix %(bad)s in the '
                       'configuration file and send SIGHUP again.',
-                      {'bad': ', '.join(_label(k) for k in errors),
+                      {'bad': ', '.join(_label(k) for k in
+                                        [*errors, *unworkable]),
                        'held': ', '.join(_label(k) for k in changed) or
                        'no other option',
                        'good': ', '.join(

@@ -20,6 +20,7 @@ from nova_ironic_multi.membership import base
 
 Membership = base.Membership
 MembershipUnavailable = base.MembershipUnavailable
+MembershipMisconfigured = base.MembershipMisconfigured
 
 
 def load(name: str, conf: cfg.ConfigOpts, host: str,

@@ -37,6 +37,13 @@ class MembershipUnavailable(RuntimeError):
     """The peers cannot be determined now; the caller keeps its last state."""
 
 
+class MembershipMisconfigured(MembershipUnavailable):
+    """The plugin's configuration can never work; the message says the fix.
+
+    Raised by :meth:`Membership.start`: nova-compute refuses to start.
+    """
+
+
 class Membership(abc.ABC):
     """Who the live peers are."""
 
@@ -54,10 +61,31 @@ class Membership(abc.ABC):
         self._excluded: str | None = None
 
     def start(self) -> None:  # noqa: B027 - optional hook
-        """Begin taking part (join groups, start heartbeats)."""
+        """Begin taking part (join groups, start heartbeats).
+
+        The driver calls it once from ``init_host``, before the first
+        period, and again for a plugin that replaces another. It must not
+        wait for a back end (an outage is reported by the periods), but
+        should check its configuration.
+
+        :raises MembershipMisconfigured: the configuration cannot work;
+            nova-compute refuses to start with the message.
+        """
 
     def stop(self) -> None:  # noqa: B027 - optional hook
-        """Stop taking part; peers see this host leave."""
+        """Stop taking part; peers see this host leave.
+
+        The driver calls it from ``cleanup_host`` (the service stops) and
+        for a plugin being replaced.
+        """
+
+    def listed(self, ok: bool) -> None:  # noqa: B027 - optional hook
+        """Whether this period's listing of Ironic worked.
+
+        The driver calls it every period, after listing the nodes and
+        before asking for the peers. A plugin may let a host that cannot
+        list Ironic give its share away (``tooz`` does).
+        """
 
     @abc.abstractmethod
     def observe(self, part: partition.Partition) -> frozenset[str]:

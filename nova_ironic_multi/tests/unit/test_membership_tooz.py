@@ -59,7 +59,7 @@ time.sleep(600)
 """
 
 
-class ToozMembershipTest(test.TestCase):
+class ToozTestBase(test.TestCase):
 
     def setUp(self) -> None:
         super().setUp()
@@ -99,6 +99,10 @@ class ToozMembershipTest(test.TestCase):
             time.sleep(0.1)
         self.fail('peers never became %s, last %s'
                   % (expected, set(plugin.live_peers(part))))
+
+
+
+class ToozMembershipTest(ToozTestBase):
 
     def test_members_see_each_other_lower_cased(self) -> None:
         one, two = self.member('Host1'), self.member('host2')
@@ -214,3 +218,74 @@ class ToozMembershipTest(test.TestCase):
         self.assertEqual('redis://h:1?membership_timeout=3',
                          toozgroup.backend_url(
                              'redis://h:1?membership_timeout=3', 7))
+
+
+class StepAsideTest(ToozTestBase):
+    """A host that cannot list Ironic gives its share away (issue 22.4)."""
+
+    HOSTS = ('host1', 'host2', 'host3')
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.three = {h: self.member(h) for h in self.HOSTS}
+        self.period({h: True for h in self.HOSTS})
+        self.assertEqual({h: set(self.HOSTS) for h in self.HOSTS},
+                         self.views())
+
+    def views(self) -> dict[str, set[str]]:
+        return {h: set(p.live_peers(self.part(h)))
+                for h, p in self.three.items()}
+
+    def period(self, listed: dict[str, bool]) -> None:
+        """One period of every host, until each sees what the others said."""
+        for host, ok in listed.items():
+            self.three[host].listed(ok)
+        for plugin in self.three.values():
+            plugin.live_peers(self.part(plugin.host))
+        members = {h for h, p in self.three.items() if p._taking_part}
+        expected = {h for h, ok in listed.items() if ok} & members
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            readings = [p._reading for p in self.three.values()]
+            if all(r is not None and r.members == members and
+                   r.listing == expected for r in readings):
+                return
+            time.sleep(0.05)
+        self.fail('the hosts never read who lists Ironic (%s): %s'
+                  % (sorted(expected), readings))
+
+    def test_a_host_that_cannot_list_leaves_and_comes_back(self) -> None:
+        two = self.three['host2']
+        for _ in range(toozgroup.STEP_ASIDE_AFTER - 1):
+            self.period({'host1': True, 'host2': False, 'host3': True})
+        self.assertEqual({h: set(self.HOSTS) for h in self.HOSTS},
+                         self.views())
+        with self.assertLogs('nova_ironic_multi.membership.toozgroup',
+                             'WARNING') as logs:
+            two.listed(False)
+        self.assertIn('it leaves its tooz group', '\n'.join(logs.output))
+        # Its peers take its free nodes; it claims none (were it asked).
+        self.wait_for(self.three['host1'], self.part('host1'),
+                      {'host1', 'host3'})
+        self.wait_for(self.three['host3'], self.part('host3'),
+                      {'host1', 'host3'})
+        views = self.views()
+        self.assertEqual({'host1', 'host3'}, views['host2'])
+        test_membership.assert_every_free_node_has_one_manager(self, views)
+        # Its next good listing brings it back.
+        two.listed(True)
+        for host in self.HOSTS:
+            self.wait_for(self.three[host], self.part(host), set(self.HOSTS))
+
+    def test_nobody_leaves_when_ironic_is_down_for_everyone(self) -> None:
+        # Leaving would leave nobody to serve, and hosts coming back one by
+        # one would pass the free nodes around.
+        for _ in range(toozgroup.STEP_ASIDE_AFTER + 2):
+            self.period({h: False for h in self.HOSTS})
+        for plugin in self.three.values():
+            self.assertTrue(plugin._taking_part)
+            self.assertEqual(set(self.HOSTS), set(plugin._reading.members))
+        self.period({h: True for h in self.HOSTS})
+        self.assertEqual({h: set(self.HOSTS) for h in self.HOSTS},
+                         self.views())
+        self.assertEqual([0, 0, 0], [p.rejoins for p in self.three.values()])

@@ -471,3 +471,51 @@ def test_a_resolution_while_the_hook_pins_never_mixes(
     assert all(s == old or not isinstance(s, partition.Partition)
                for s in seen), seen
     assert seen[-1] == old
+
+
+# The membership back end, applied at start only, checked on reload -------
+
+_TOOZ = ('[ironic_multi]\npartition_key = %s\npeer_list = host1\n'
+         'membership_driver = tooz\ntooz_backend_url = %s\n')
+
+
+def test_a_tooz_backend_that_cannot_work_refuses_the_whole_reload(
+        state: reload._State, conf_file: tuple[cfg.ConfigOpts, pathlib.Path],
+        caplog: pytest.LogCaptureFixture) -> None:
+    conf, path = conf_file
+    path.write_text(_TOOZ % ('rack-a', 'redis://127.0.0.1:6379'))
+    conf.reload_config_files()
+    reload.watch(conf, Listener(conf))
+    for bad, said in (('gossip://127.0.0.1', "'gossip' is not the scheme"),
+                      ('postgresql://u:p@127.0.0.1/db', '')):
+        caplog.clear()
+        path.write_text(_TOOZ % ('rack-b', bad))
+        conf.mutate_config_files()
+        # Nothing of it applies, the partition change included.
+        assert conf.ironic_multi.partition_key == 'rack-a'
+        assert conf.ironic_multi.tooz_backend_url == 'redis://127.0.0.1:6379'
+        assert ('rejected the new value of [ironic_multi] tooz_backend_url'
+                in caplog.text)
+        assert said in caplog.text
+        assert 'Reload not applied' in caplog.text
+        # The URL may carry a password: never logged.
+        assert 'u:p@' not in caplog.text
+    caplog.clear()
+    path.write_text(_TOOZ % ('rack-b', 'redis://127.0.0.1:6379'))
+    conf.mutate_config_files()
+    assert conf.ironic_multi.partition_key == 'rack-b'
+    assert 'rejected' not in caplog.text
+
+
+def test_a_reload_that_drops_the_tooz_url_is_refused(
+        state: reload._State, conf_file: tuple[cfg.ConfigOpts, pathlib.Path],
+        caplog: pytest.LogCaptureFixture) -> None:
+    conf, path = conf_file
+    path.write_text(_TOOZ % ('rack-a', 'redis://127.0.0.1:6379'))
+    conf.reload_config_files()
+    reload.watch(conf, Listener(conf))
+    path.write_text('[ironic_multi]\npartition_key = rack-b\n'
+                    'peer_list = host1\nmembership_driver = tooz\n')
+    conf.mutate_config_files()
+    assert conf.ironic_multi.partition_key == 'rack-a'
+    assert 'needs [ironic_multi] tooz_backend_url' in caplog.text
