@@ -171,6 +171,21 @@ class CliTest(CliCase):
         # Run again: nothing left to move.
         code, data, _ = self.takeover(execute=True, fmt='json')
         self.assertEqual((0, []), (code, data['moved']))
+        # The server is host1's now: host1 reboots it and deletes it (host3
+        # is stopped: a request sent there would never be answered).
+        self.notifier.reset()
+        self._reboot_server(self.server, hard=True, api=self.admin_api)
+        self.admin_api.delete_server(self.server['id'])
+        self._wait_until_deleted(self.server)
+        done = {n['event_type']: n['publisher_id']
+                for n in self.notifier.versioned_notifications
+                if n['event_type'] in ('instance.reboot.end',
+                                       'instance.delete.end')}
+        self.assertEqual({'instance.reboot.end': 'nova-compute:host1',
+                          'instance.delete.end': 'nova-compute:host1'}, done)
+        node = self.ironic.wait_idle(self.busy)
+        self.assertEqual((None, 'available'),
+                         (node.instance_uuid, node.provision_state))
 
     def test_takeover_moves_each_node_atomically(self) -> None:
         self.computes['host3'].stop()

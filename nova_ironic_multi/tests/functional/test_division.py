@@ -14,9 +14,12 @@
 from __future__ import annotations
 
 import collections
+import re
 import threading
 from typing import Any
+import urllib.parse
 
+from nova_ironic_multi.tests.fixtures import fault_proxy
 from nova_ironic_multi.tests.functional import base
 
 
@@ -69,16 +72,53 @@ class ConductorGroupTest(base.IronicCellTestCase):
 class ShardDivisionTest(base.ShardMode, DivisionTest):
     """a, with ``divide = shards``: each host lists only its share."""
 
+    def configure(self) -> None:
+        # What Ironic received, not what the driver thinks it asked.
+        self.proxy = self.useFixture(fault_proxy.FaultProxy(self.ironic.url))
+        self.flags(endpoint_override=self.proxy.url, group='ironic')
+        super().configure()
+
+    def listings(self, since: int) -> list[dict[str, list[str]]]:
+        """The query of each node listing Ironic received since then."""
+        queries = []
+        for request in self.proxy.requests[since:]:
+            url = urllib.parse.urlsplit(request.path)
+            if (request.method == 'GET' and
+                    re.fullmatch(r'/v1/nodes(/detail)?/?', url.path)):
+                queries.append(urllib.parse.parse_qs(url.query))
+        return queries
+
     def test_each_host_lists_its_shards_and_the_unsharded_nodes(
             self) -> None:
-        reported = self.reported()
+        self.reported()         # every host warm: it knows its shards
+        asked_by: dict[str, set[str]] = {}
         for host, compute in self.computes.items():
+            since = len(self.proxy.requests)
+            reported = set(compute.manager.driver.get_available_nodes())
             snapshot = compute.manager.driver._inventory.cached()
             self.assertTrue(snapshot.partition.by_shard)
-            for node in reported[host]:
+            queries = self.listings(since)
+            # Every page of every listing is filtered by shard.
+            self.assertTrue(queries, host)
+            for query in queries:
+                self.assertTrue('shard' in query or
+                                query.get('sharded') == ['False'],
+                                '%s listed %s' % (host, query))
+            self.assertIn(['False'], [q.get('sharded') for q in queries])
+            asked_by[host] = {s for q in queries
+                              for s in q.get('shard', [''])[0].split(',')
+                              if s}
+            self.assertEqual(set(snapshot.shards) - {'None'},
+                             asked_by[host] - {'None'})
+            for node in reported:
                 shard = self.shard_of[node]
                 if shard is not None:
-                    self.assertIn(shard, snapshot.shards)
+                    self.assertIn(shard, asked_by[host])
+        # Every shard asked for by exactly one host.
+        self.assertEqual({s for s in self.shard_of.values() if s},
+                         set().union(*asked_by.values()) - {'None'})
+        self.assertEqual(len(set().union(*asked_by.values())),
+                         sum(len(s) for s in asked_by.values()))
         # Every shard listed by exactly one host. (Ironic counts the
         # nodes without a shard under the name 'None'.)
         shards = [set(c.manager.driver._inventory.cached().shards) - {'None'}

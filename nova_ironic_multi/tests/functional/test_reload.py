@@ -57,14 +57,22 @@ class ReloadTest(base.IronicCellTestCase):
         return str(self.stdlog.logger.output)
 
     def test_partition_key_applies_by_the_next_period(self) -> None:
+        # Before: every group's nodes are managed, the default group's too.
+        self.assertEqual(
+            set(self.node_uuids) | set(self.group_nodes['rack-b']),
+            set().union(*self.before.values()))
         self.reload(peer_list=ALL, partition_key='rack-b')
         self.assertIn('Option ironic_multi.partition_key changed from '
                       '[None] to [rack-b]', self.logs())
         self._run_periodics()
-        self.assertEqual(set(self.group_nodes['rack-b']),
-                         set().union(*self.db_division().values()) &
-                         set(self.group_nodes['rack-b']))
+        for compute in self.computes.values():
+            snapshot = compute.manager.driver._inventory.cached()
+            self.assertEqual('rack-b',
+                             snapshot.partition.scope.conductor_group)
         reported = self.reported()
+        # No host manages a node of the default group any more.
+        self.assertEqual(set(), set().union(*reported.values()) &
+                         set(self.node_uuids))
         self.assertEqual(set(self.group_nodes['rack-b']),
                          set().union(*reported.values()))
         self.assertEqual(6, sum(len(n) for n in reported.values()))
@@ -104,6 +112,33 @@ class ReloadTest(base.IronicCellTestCase):
         self.assertEqual('rack-b', CONF.ironic_multi.partition_key)
         self.assertEqual(set(self.group_nodes['rack-b']),
                          set().union(*self.reported().values()))
+
+    def test_a_reload_with_one_bad_option_applies_none_of_the_others(
+            self) -> None:
+        self.assertTrue(self.before['host3'])
+        self.reload(peer_list=ALL)      # the last good values, from a file
+        # Two good changes and a bad one: none applies.
+        self.reload(peer_list='host1,host2', divide='shards',
+                    partition_key='not a group!')
+        self.assertIn('Reload not applied: [ironic_multi] partition_key '
+                      'invalid, so [ironic_multi] peer_list, [ironic_multi] '
+                      'divide stay as they were', self.logs())
+        self.assertEqual(['host1', 'host2', 'host3'],
+                         CONF.ironic_multi.peer_list)
+        self.assertEqual('nodes', CONF.ironic_multi.divide)
+        self.assertIsNone(CONF.ironic_multi.partition_key)
+        self._run_periodics()
+        self.assertEqual(self.before, self.reported())
+        for compute in self.computes.values():
+            self.assertFalse(compute.manager.driver._inventory.cached()
+                             .partition.by_shard)
+        # The bad option fixed, the good changes apply.
+        self.reload(peer_list='host1,host2')
+        self.assertEqual(['host1', 'host2'], CONF.ironic_multi.peer_list)
+        reported = self.reported()
+        self.assertEqual(set(), reported['host3'])
+        self.assertEqual(set().union(*self.before.values()),
+                         reported['host1'] | reported['host2'])
 
     def test_immutable_options_are_reported_as_ignored(self) -> None:
         self.reload(peer_list=ALL, ring_algorithm='balanced')
