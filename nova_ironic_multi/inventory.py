@@ -22,7 +22,9 @@ One refresh is the whole flow of a period:
    deployed meanwhile is not mistaken for another host's (nova bug 1841481);
 4. ask the membership plugin who the live peers are;
 5. let the ring and the three ownership rules pick this host's nodes;
-6. remove volume targets left on free nodes once Ironic is done with them
+6. with ``takeover = fenced``, take over the instances of forced down
+   hosts on the nodes the ring gives this host (see :mod:`fencing`);
+7. remove volume targets left on free nodes once Ironic is done with them
    (a few nodes per period: see :mod:`leftovers`), and undo the deploys
    spawn gave up on but could not undo (see :mod:`abandoned`).
 
@@ -51,6 +53,7 @@ import oslo_messaging
 
 from nova_ironic_multi import abandoned
 from nova_ironic_multi import division as division_mod
+from nova_ironic_multi import fencing
 from nova_ironic_multi import ironic
 from nova_ironic_multi import leftovers
 from nova_ironic_multi import loader
@@ -151,6 +154,7 @@ class Inventory:
         self._lister = shard_listing.ShardListing(client)
         self._leftovers = leftovers.LeftoverTargets(client)
         self._abandoned = abandoned.AbandonedDeploys(client)
+        self._takeover = fencing.Takeover(conf)
         #: Nodes last logged as orphans, and as carrying unknown instances.
         self._orphaned: frozenset[str] = frozenset()
         self._unknown: frozenset[str] = frozenset()
@@ -357,10 +361,20 @@ class Inventory:
             # The division the operator command computes too. An orphan
             # stays with the host of its deleted instance, so nova's reaper
             # there sees it (rule 1 for the instance it had).
-            division = division_mod.divide(
-                nodes, {part.host: mine | found.orphans}, members, part,
-                shards.counts if shards is not None else None,
-                self._rings)[part.host]
+            division = self._divide(part, nodes, mine, found, members,
+                                    shards)
+            # Fenced hosts' nodes the ring gives this host (takeover =
+            # fenced): their instances become this host's now, so this
+            # period's division holds the nodes and nova moves their rows.
+            moved = self._takeover.run(self.host, nodes, division, mine,
+                                       members)
+            if moved:
+                mine |= moved.live
+                self._orphans.forget(moved.orphans)
+                found = orphans.Found(found.orphans | moved.orphans,
+                                      found.unknown)
+                division = self._divide(part, nodes, mine, found, members,
+                                        shards)
         except loader.PluginNotFound as e:
             LOG.error('%s', e)
             raise NotReady(str(e)) from e
@@ -372,6 +386,15 @@ class Inventory:
         self._log_change(snapshot, len(nodes), listed_at - started,
                          time.monotonic() - listed_at)
         return snapshot
+
+    def _divide(self, part: partition.Partition,
+                nodes: list[nodeinfo.NodeInfo], mine: set[str],
+                found: orphans.Found, members: frozenset[str],
+                shards: Shards | None) -> ownership.Division:
+        return division_mod.divide(
+            nodes, {part.host: mine | found.orphans}, members, part,
+            shards.counts if shards is not None else None,
+            self._rings)[part.host]
 
     def _shards(self, part: partition.Partition) -> Shards:
         """The live peers and this host's shards (divide = shards).

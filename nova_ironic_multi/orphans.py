@@ -58,6 +58,10 @@ class Orphans:
     def __init__(self) -> None:
         self._others: frozenset[str] = frozenset()
 
+    def forget(self, instance_uuids: Collection[str]) -> None:
+        """Ask about these again (they were taken over from their host)."""
+        self._others = frozenset(self._others - set(instance_uuids))
+
     def find(self, host: str, on_nodes: Collection[str],
              mine: Collection[str]) -> Found:
         """Which of ``on_nodes`` are ``host``'s orphans, or unknown to nova.

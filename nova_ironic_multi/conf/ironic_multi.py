@@ -440,7 +440,56 @@ Related options:
 """),
 ]
 
-ALL_OPTS = partition_opts + tooz_opts + ironic_wait_opts
+takeover_opts = [
+    cfg.StrOpt(
+        'takeover',
+        default='manual',
+        choices=[
+            ('manual', 'Instances of a dead host move only with the '
+                       '``nova-ironic-multi takeover`` command.'),
+            ('fenced', 'Within one period of a host being forced down, '
+                       'the live peers take over its instances, node by '
+                       'node, as the ring names them.'),
+        ],
+        mutable=True,
+        help="""
+What happens to the instances of a nova-compute host that is fenced: forced
+down in nova (``openstack compute service set --down HOST nova-compute``),
+as an operator or an external monitor does once the host is powered off.
+
+A node that carries an instance stays with the instance's host, so the
+instances of a dead host cannot be rebooted, stopped or deleted until they
+change hosts. With ``fenced``, in each period every host looks for forced
+down nova-compute services; each node in its scope that carries one of their
+instances (or an instance nova deleted while that host was down) goes to
+the live peer the ring names for that node, which moves the instances to
+itself with a compare-and-swap, so that exactly one peer acts, and logs a
+warning naming the node, the instances and the fenced host. nova's
+resource tracker then moves the compute node record (same UUID, same
+resource provider). A host that is merely down (missed heartbeats) is not
+fenced: nothing moves until it is forced down. Every peer should use the
+same value.
+
+Possible values:
+
+* ``manual`` (default): never move instances by themselves; use
+  ``nova-ironic-multi takeover --from HOST --to HOST --execute``. The
+  default so that an upgrade changes nothing: enable ``fenced`` once a
+  forced down host is sure to be off at your site (an operator's
+  procedure or a monitor that powers the host off before it forces the
+  service down), as nova's evacuate assumes too.
+* ``fenced``: take over the instances of forced down hosts. A host forced
+  down while it still runs stops managing the instances taken from it
+  from its next period, but actions it had under way may still reach
+  their nodes: fence only hosts that are off.
+
+Related options:
+
+* ``[DEFAULT] service_down_time``: a merely down host is never taken over.
+"""),
+]
+
+ALL_OPTS = partition_opts + tooz_opts + ironic_wait_opts + takeover_opts
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

@@ -1,0 +1,237 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Automatic takeover of a fenced host's instances (``takeover = fenced``).
+
+A node that carries an instance stays with the instance's host (ownership
+rule 1), so a dead host's instances cannot be managed until they change
+hosts. Once the host is *fenced* (its nova-compute service forced down:
+``openstack compute service set --down``), each of its nodes in scope goes
+to the live peer the ring names for it among the members (the node is in
+that peer's ``share``), and that peer moves the instance to itself. A host
+that is merely down (missed heartbeats) is not fenced: nothing moves.
+
+nova-compute has no database access, and the only conditional write nova's
+objects offer is ``Instance.save(expected_task_state=...)``. Writing the
+host with the task state read as the condition is not enough (two peers
+that read the same task state would both succeed: the second write does
+not change it). So the move is a claim on the task state, which changes
+the compared value, then the move itself:
+
+1. ``task_state: T -> CLAIM`` where CLAIM names this host and holds ``T``;
+   at most one peer can succeed, and nova's API refuses actions meanwhile;
+2. with the claim held, the instance as saved says where it is: if its host
+   is still the fenced one, ``host: FENCED -> this host`` and
+   ``task_state: CLAIM -> T`` in one write; otherwise only the task state
+   is given back (another peer moved it first). The loser does nothing.
+
+A claim left behind (this host died between the two writes) is finished by
+its own host, or by any live peer once its claimer is no longer a member.
+The compute node row follows by itself: the node is now in this host's
+division, and nova's resource tracker moves an existing row (same id, UUID
+and resource provider) to the host that reports its node.
+
+An instance nova deleted while its host was down (an *orphan*) moves the
+same way, so the new host's reaper tears its node down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+import dataclasses
+from typing import Any
+
+from nova import context as nova_context
+from nova import exception
+from nova import objects
+from oslo_config import cfg
+from oslo_log import log as logging
+import oslo_messaging
+
+from nova_ironic_multi import ownership
+
+LOG = logging.getLogger(__name__)
+
+MANUAL = 'manual'
+FENCED = 'fenced'
+#: The task state of an instance a host is taking over.
+CLAIM_PREFIX = 'nim-takeover:'
+BINARY = 'nova-compute'
+
+
+@dataclasses.dataclass(frozen=True)
+class Moved:
+    """What one period took over."""
+
+    #: Live instances now on this host.
+    live: frozenset[str] = frozenset()
+    #: Deleted instances (orphans) now on this host, for its reaper.
+    orphans: frozenset[str] = frozenset()
+
+    def __bool__(self) -> bool:
+        return bool(self.live or self.orphans)
+
+
+NOTHING = Moved()
+
+
+def claim_state(host: str, original: str | None) -> str:
+    """The task state that says ``host`` is taking an instance over."""
+    return '%s%s|%s' % (CLAIM_PREFIX, host, original or '')
+
+
+def parse_claim(task_state: str | None) -> tuple[str, str | None] | None:
+    """``(claimer, original task state)`` of a claim, or None."""
+    if not task_state or not task_state.startswith(CLAIM_PREFIX):
+        return None
+    claimer, _, original = task_state[len(CLAIM_PREFIX):].partition('|')
+    return claimer, original or None
+
+
+def candidates(nodes: Iterable[ownership.NodeLike],
+               division: ownership.Division,
+               mine: Collection[str]) -> dict[str, str]:
+    """Instance -> node, for the nodes the ring gives this host that carry
+    an instance that is not this host's (rule 3 keeps them from it today).
+    """
+    return {n.instance_uuid: n.uuid for n in nodes
+            if n.uuid in division.share and n.instance_uuid is not None and
+            n.instance_uuid not in mine}
+
+
+def fenced_hosts(ctxt: Any) -> frozenset[str]:
+    """Names of the nova-compute services forced down (nova's fence)."""
+    services = objects.ServiceList.get_by_binary(ctxt, BINARY,
+                                                 include_disabled=True)
+    return frozenset(svc.host for svc in services if svc.forced_down)
+
+
+def move(instance: Any, host: str, fenced: Collection[str],
+         members: Collection[str]) -> bool:
+    """Take ``instance`` over from its fenced host; True if this call did.
+
+    Never retried: a write that fails leaves the instance for the next
+    period (a claim this host holds is finished then).
+
+    :param fenced: lower-cased names of the fenced hosts.
+    :param members: the live peers (lower-cased), as the ring knows them.
+    :raises nova.exception.InstanceUpdateConflict: another writer (a peer,
+        nova's API) changed the task state first: this host lost.
+    """
+    state = instance.task_state
+    held = parse_claim(state)
+    if held is None:
+        original = state
+    else:
+        claimer, original = held
+        if claimer.lower() != host.lower() and claimer.lower() in members:
+            # A live peer is moving it right now.
+            return False
+    claim = claim_state(host, original)
+    if state != claim:
+        instance.task_state = claim
+        instance.save(expected_task_state=[state])
+    # The claim is held: nobody else writes the task state, and the saved
+    # instance shows the host as it is now.
+    moved = (instance.host or '').lower() in fenced
+    if moved:
+        instance.host = host
+    instance.task_state = original
+    instance.save(expected_task_state=[claim])
+    return moved
+
+
+class Takeover:
+    """One host's automatic takeover, run once per period."""
+
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        self._conf = conf
+
+    def enabled(self) -> bool:
+        # Mutable: read at use time.
+        return bool(self._conf.ironic_multi.takeover == FENCED)
+
+    def run(self, host: str, nodes: Iterable[ownership.NodeLike],
+            division: ownership.Division, mine: Collection[str],
+            members: Collection[str]) -> Moved:
+        """Take over the fenced hosts' instances the ring gives ``host``.
+
+        Failures are logged and left for the next period; nothing here is
+        retried or waited for.
+        """
+        if not self.enabled():
+            return NOTHING
+        found = candidates(nodes, division, mine)
+        if not found:
+            return NOTHING
+        try:
+            fenced = fenced_hosts(nova_context.get_admin_context())
+            if not fenced:
+                return NOTHING
+            ctxt = nova_context.get_admin_context(read_deleted='yes')
+            instances = objects.InstanceList.get_by_filters(
+                ctxt, {'uuid': sorted(found), 'host': sorted(fenced)},
+                expected_attrs=[])
+        except (exception.NovaException,
+                oslo_messaging.MessagingException) as e:
+            LOG.warning('Cannot look for instances of fenced hosts, the next '
+                        'period looks again: %s', e)
+            return NOTHING
+        return self._move_all(host, instances, found,
+                              {h.lower() for h in fenced},
+                              {m.lower() for m in members})
+
+    def _move_all(self, host: str, instances: Iterable[Any],
+                  found: Mapping[str, str], fenced: Collection[str],
+                  members: Collection[str]) -> Moved:
+        live: set[str] = set()
+        orphans: set[str] = set()
+        for inst in instances:
+            node = found[inst.uuid]
+            if inst.node and inst.node != node:
+                LOG.debug('Instance %(inst)s is recorded on node %(rec)s, '
+                          'not %(node)s: not taken over',
+                          {'inst': inst.uuid, 'rec': inst.node,
+                           'node': node})
+                continue
+            old = inst.host
+            try:
+                if not move(inst, host, fenced, members):
+                    continue
+            except exception.InstanceUpdateConflict as e:
+                LOG.info('Instance %(inst)s on node %(node)s was not taken '
+                         'over from %(old)s: another writer came first '
+                         '(%(err)s)', {'inst': inst.uuid, 'node': node,
+                                       'old': old, 'err': e})
+                continue
+            except (exception.NovaException,
+                    oslo_messaging.MessagingException) as e:
+                LOG.error('Taking over instance %(inst)s on node %(node)s '
+                          'from fenced host %(old)s failed, the next period '
+                          'tries again: %(err)s',
+                          {'inst': inst.uuid, 'node': node, 'old': old,
+                           'err': e})
+                continue
+            (orphans if inst.deleted else live).add(inst.uuid)
+            LOG.warning('Took over Ironic node %(node)s with %(kind)s '
+                        '%(inst)s from %(old)s: nova-compute on %(old)s is '
+                        'forced down (fenced) and the ring names this host '
+                        '(%(host)s) for the node.%(state)s',
+                        {'node': node, 'inst': inst.uuid, 'old': old,
+                         'host': host,
+                         'kind': ('deleted instance' if inst.deleted
+                                  else 'instance'),
+                         'state': (' Its task state %s was set before the '
+                                   'fence and is kept: check the server, '
+                                   'then reset it if it stays so.'
+                                   % inst.task_state
+                                   if inst.task_state else '')})
+        return Moved(frozenset(live), frozenset(orphans))

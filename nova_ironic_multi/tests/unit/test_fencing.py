@@ -1,0 +1,223 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""takeover = fenced: a forced down host's instances move, exactly once."""
+
+from __future__ import annotations
+
+import datetime
+
+from nova.compute import task_states
+from nova import context as nova_context
+from nova import exception
+from nova import objects
+from oslo_utils import timeutils
+
+from nova_ironic_multi import fencing
+from nova_ironic_multi import rings
+from nova_ironic_multi import states
+from nova_ironic_multi.tests.unit import base
+
+HOSTS = ('host1', 'host2', 'host3')
+LIVE = ('host1', 'host3')
+
+
+class FencedTakeoverTest(base.DriverTestCase):
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.flags(takeover='fenced', group='ironic_multi')
+        for host in HOSTS:
+            self.make_service(host)
+        self.node_ids = [self.ironic.add_node() for _ in range(30)]
+        self.drivers = self.fleet_drivers(HOSTS)
+        self.period()
+
+    def period(self, hosts: tuple[str, ...] = HOSTS) -> dict[str, set[str]]:
+        return {h: set(self.drivers[h].get_available_nodes()) for h in hosts}
+
+    def deployed(self, host: str, **fields: object) -> tuple[str, str]:
+        """An instance of ``host`` on a node (active in Ironic)."""
+        node = next(n for n in self.node_ids
+                    if self.ironic.nodes[n].get('instance_uuid') is None)
+        inst = self.make_instance(host=host, node=node, compute_id=1,
+                                  **fields)
+        self.ironic.nodes[node].update(instance_uuid=inst.uuid,
+                                       provision_state=states.ACTIVE)
+        return inst.uuid, node
+
+    def fence(self, host: str, forced_down: bool = True) -> None:
+        svc = objects.Service.get_by_compute_host(self.ctxt, host)
+        svc.forced_down = forced_down
+        svc.save()
+
+    def instance(self, uuid: str) -> objects.Instance:
+        ctxt = nova_context.get_admin_context(read_deleted='yes')
+        return objects.Instance.get_by_uuid(ctxt, uuid)
+
+    @staticmethod
+    def ring_host(node: str) -> str:
+        return str(rings.load('compatible', LIVE, 5).assign([node])[node])
+
+    def test_fenced_host_instances_go_to_the_ring_host(self) -> None:
+        placed = [self.deployed('host2') for _ in range(6)]
+        self.assertTrue(all(n in self.period()['host2'] for _, n in placed))
+        self.fence('host2')
+        with self.assertLogs('nova_ironic_multi.fencing', 'WARNING') as logs:
+            reported = self.period(LIVE)
+        # Both survivors act: the ring spreads the nodes over them.
+        self.assertEqual(set(LIVE), {self.ring_host(n) for _, n in placed})
+        for uuid, node in placed:
+            new = self.ring_host(node)
+            self.assertEqual(new, self.instance(uuid).host)
+            self.assertIsNone(self.instance(uuid).task_state)
+            self.assertIn(node, reported[new])
+            self.assertIn(uuid, self.drivers[new].list_instance_uuids())
+        # Exactly one takeover per node, each naming node, instance, host.
+        self.assertEqual(len(placed), len(logs.records))
+        for uuid, node in placed:
+            (line,) = [r.getMessage() for r in logs.records
+                       if node in r.getMessage()]
+            self.assertIn(uuid, line)
+            self.assertIn('from host2', line)
+            self.assertIn('forced down', line)
+        # Nothing moves twice, nothing flaps.
+        again = self.period(LIVE)
+        self.assertEqual(reported, again)
+
+    def test_merely_down_is_not_a_fence(self) -> None:
+        uuid, node = self.deployed('host2')
+        svc = objects.Service.get_by_compute_host(self.ctxt, 'host2')
+        svc.last_seen_up = timeutils.utcnow() - datetime.timedelta(hours=1)
+        svc.save()
+        reported = self.period(LIVE)
+        self.assertEqual('host2', self.instance(uuid).host)
+        self.assertNotIn(node, reported['host1'] | reported['host3'])
+
+    def test_manual_moves_nothing(self) -> None:
+        self.flags(takeover='manual', group='ironic_multi')
+        uuid, node = self.deployed('host2')
+        self.fence('host2')
+        reported = self.period(LIVE)
+        self.assertEqual('host2', self.instance(uuid).host)
+        self.assertNotIn(node, reported['host1'] | reported['host3'])
+
+    def test_manual_is_the_default(self) -> None:
+        base.CONF.clear_override('takeover', group='ironic_multi')
+        self.assertEqual('manual', base.CONF.ironic_multi.takeover)
+        uuid, node = self.deployed('host2')
+        self.fence('host2')
+        reported = self.period(LIVE)
+        self.assertEqual('host2', self.instance(uuid).host)
+        self.assertNotIn(node, reported['host1'] | reported['host3'])
+
+    def test_orphan_moves_with_its_node(self) -> None:
+        # Deleted in nova while host2 was down: the node still carries it.
+        uuid, node = self.deployed('host2')
+        self.instance(uuid).destroy()
+        self.fence('host2')
+        new = self.ring_host(node)
+        reported = self.period(LIVE)
+        self.assertEqual(new, self.instance(uuid).host)
+        self.assertIn(node, reported[new])
+        # Listed, so nova's reaper of running deleted instances acts.
+        self.assertIn(uuid, self.drivers[new].list_instance_uuids())
+        self.assertIn(uuid, self.drivers[new].list_instance_uuids())
+        self.assertEqual(reported, self.period(LIVE))
+
+    def test_in_flight_task_state_is_kept(self) -> None:
+        uuid, node = self.deployed('host2',
+                                   task_state=task_states.REBOOTING)
+        self.fence('host2')
+        self.period(LIVE)
+        inst = self.instance(uuid)
+        self.assertEqual(self.ring_host(node), inst.host)
+        self.assertEqual(task_states.REBOOTING, inst.task_state)
+
+    def test_the_fenced_host_returns_and_keeps_off(self) -> None:
+        placed = [self.deployed('host2') for _ in range(4)]
+        self.fence('host2')
+        taken = self.period(LIVE)
+        self.fence('host2', forced_down=False)
+        back = self.period()
+        nodes = {n for _, n in placed}
+        self.assertFalse(nodes & back['host2'])
+        self.assertFalse({u for u, _ in placed} &
+                         set(self.drivers['host2'].list_instance_uuids()))
+        for uuid, node in placed:
+            self.assertEqual(self.ring_host(node), self.instance(uuid).host)
+            self.assertIn(node, back[self.ring_host(node)])
+        self.assertTrue(nodes <= taken['host1'] | taken['host3'])
+
+
+class ClaimTest(base.DriverTestCase):
+    """The compare-and-swap itself: one winner, the loser does nothing."""
+
+    FENCED = frozenset({'host2'})
+    MEMBERS = frozenset({'host1', 'host3'})
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.uuid = self.make_instance(host='host2').uuid
+
+    def read(self) -> objects.Instance:
+        return objects.Instance.get_by_uuid(self.ctxt, self.uuid)
+
+    def test_second_peer_with_the_same_read_does_nothing(self) -> None:
+        # Both peers read the instance before either writes.
+        seen1, seen3 = self.read(), self.read()
+        self.assertTrue(fencing.move(seen1, 'host1', self.FENCED,
+                                     self.MEMBERS))
+        self.assertFalse(fencing.move(seen3, 'host3', self.FENCED,
+                                      self.MEMBERS))
+        inst = self.read()
+        self.assertEqual('host1', inst.host)
+        self.assertIsNone(inst.task_state)
+
+    def test_a_claim_under_way_makes_the_other_peer_lose(self) -> None:
+        seen3 = self.read()
+        # host1 claimed between host3's read and host3's write.
+        held = self.read()
+        held.task_state = fencing.claim_state('host1', None)
+        held.save()
+        self.assertRaises(exception.InstanceUpdateConflict, fencing.move,
+                          seen3, 'host3', self.FENCED, self.MEMBERS)
+        # A fresh read sees the live claimer and keeps off.
+        self.assertFalse(fencing.move(self.read(), 'host3', self.FENCED,
+                                      self.MEMBERS))
+        inst = self.read()
+        self.assertEqual('host2', inst.host)
+        self.assertEqual(fencing.claim_state('host1', None), inst.task_state)
+        # The claimer finishes its own claim.
+        self.assertTrue(fencing.move(inst, 'host1', self.FENCED,
+                                     self.MEMBERS))
+        self.assertEqual(('host1', None),
+                         (self.read().host, self.read().task_state))
+
+    def test_a_dead_claimers_claim_is_finished_by_a_live_peer(self) -> None:
+        held = self.read()
+        held.task_state = fencing.claim_state('host4',
+                                              task_states.POWERING_OFF)
+        held.save()
+        self.assertTrue(fencing.move(self.read(), 'host3', self.FENCED,
+                                     self.MEMBERS))
+        inst = self.read()
+        self.assertEqual(('host3', task_states.POWERING_OFF),
+                         (inst.host, inst.task_state))
+
+    def test_an_api_action_first_makes_the_peer_lose(self) -> None:
+        seen = self.read()
+        other = self.read()
+        other.task_state = task_states.DELETING
+        other.save(expected_task_state=[None])
+        self.assertRaises(exception.InstanceUpdateConflict, fencing.move,
+                          seen, 'host1', self.FENCED, self.MEMBERS)
+        self.assertEqual('host2', self.read().host)
