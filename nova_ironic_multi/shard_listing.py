@@ -23,8 +23,10 @@ A period lists, with explicit markers and every filter on every page:
   listing their shards;
 
 and, after nova has said which instances are this host's (never before:
-nova bug 1841481), the nodes of those instances still unseen: one by one
-when few, else the whole scope.
+nova bug 1841481), the nodes of those instances still unseen, and of the
+instances this host reserved a node for since the last period that nova no
+longer lists as its own (deleted meanwhile: their nodes may be this host's
+orphans): one by one when few, else the whole scope.
 
 An instance found without a node (building, or failed before it got one)
 is not asked about again while the share stays the same, except when this
@@ -162,13 +164,20 @@ class ShardListing:
         :param mine: this host's instances, read after the listings.
         :raises ironic.IronicError: a read failed.
         """
+        # Instances this host reserved a node for that are no longer its
+        # live instances: deleted meanwhile, perhaps by nova-api alone while
+        # this host was down or fenced. If the node still carries one, it is
+        # this host's orphan, which only its reaper tears down: found here,
+        # it is kept, and read again every period while it stays deployed.
+        gone = self._recheck - set(mine)
         self._nodeless &= set(mine)
         self._nodeless -= self._recheck
         self._recheck.clear()
         if listed.whole:
             self._nodeless |= set(mine) - listed.instances()
             return
-        missing = sorted(set(mine) - listed.instances() - self._nodeless)
+        missing = sorted((set(mine) | gone) - listed.instances() -
+                         self._nodeless)
         if not missing:
             return
         if len(missing) > FETCH_LIMIT:
@@ -177,12 +186,13 @@ class ShardListing:
                      {'n': len(missing)})
             listed.add(self._ironic.list_nodes(scope, with_shard=True))
             listed.whole = True
-            self._nodeless |= set(missing) - listed.instances()
+            self._nodeless |= (set(missing) & set(mine)) - listed.instances()
             return
         for instance in missing:
             node = self._ironic.node_for_instance(instance)
             if node is None:
-                # Building, or failed before a node was reserved.
-                self._nodeless.add(instance)
+                if instance not in gone:
+                    # Building, or failed before a node was reserved.
+                    self._nodeless.add(instance)
             else:
                 listed.add([node])

@@ -29,9 +29,14 @@ deleted the node, so the scheduler may pick one its host no longer
 manages), reserved by that host later if the node is free and in its scope,
 and deleted (locally by nova-api when their host is down, leaving an orphan
 its host reaps later); each host refreshes at its own moments, and time
-passes. Three ways to run a fleet are drawn: no partition and
-``servicegroup`` membership, and conductor groups with ``peer_list`` and
-``servicegroup`` or ``static`` membership; each in either divide mode.
+passes. Five ways to run a fleet are drawn: no partition and
+``servicegroup`` or ``tooz`` membership, and conductor groups with
+``peer_list`` and ``servicegroup``, ``static`` or ``tooz`` membership; each
+in either divide mode. With tooz, the real plugin heartbeats and reads a
+fake back end with the redis driver's semantics in fleet time (members
+expire, readers drop expired members, never themselves), and its faults are
+drawn too: a host's heartbeats held while its periods go on, and the back
+end losing every group.
 
 Invariants:
 
@@ -72,11 +77,13 @@ from nova import exception as nova_exc
 from nova import objects
 from oslo_config import cfg
 import pytest
+from tooz import coordination
 
 from nova_ironic_multi import conf as nim_conf
 from nova_ironic_multi import inventory
 from nova_ironic_multi import ironic
 from nova_ironic_multi.membership import servicegroup
+from nova_ironic_multi.membership import toozgroup
 from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import ownership
 from nova_ironic_multi import states
@@ -90,7 +97,11 @@ UNSERVED = 'rack-c'
 #: nova's service_down_time, in ticks; live hosts heartbeat every tick.
 DOWN_TIME = 3
 #: Modes: (partitioned by conductor group, membership plugin).
-MODES = ((False, 'servicegroup'), (True, 'servicegroup'), (True, 'static'))
+MODES = ((False, 'servicegroup'), (True, 'servicegroup'), (True, 'static'),
+         (False, 'tooz'), (True, 'tooz'))
+#: tooz_member_timeout, in ticks: a member that stops heartbeating for
+#: longer drops out of its group.
+TOOZ_TIMEOUT = 2
 #: What the ring divides (``[ironic_multi] divide``).
 DIVIDES = ('nodes', 'shards')
 #: Shard names nodes may carry (None: no shard).
@@ -262,6 +273,97 @@ class Fleet:
                 self.service_is_up(svc))
 
 
+class _Result:
+    """A tooz future that has already completed."""
+
+    def __init__(self, value: Any = None) -> None:
+        self.value = value
+
+    def get(self, timeout: float | None = None) -> Any:
+        return self.value
+
+
+class ToozBackend:
+    """A tooz back end with the redis driver's semantics, in fleet ticks.
+
+    A member is alive while its last heartbeat is at most
+    :data:`TOOZ_TIMEOUT` ticks old; a reader drops the members that are not
+    (but never itself) from the group; the whole store can be lost (a
+    restart without persistence, a flushed database).
+    """
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+        self.groups: dict[bytes, dict[bytes, Any]] = {}
+        self.beats: dict[bytes, int] = {}
+
+    def alive(self, member: bytes) -> bool:
+        beat = self.beats.get(member)
+        return beat is not None and self.fleet.now - beat <= TOOZ_TIMEOUT
+
+    def lose_everything(self) -> None:
+        self.groups.clear()
+        self.beats.clear()
+
+    def leave_all(self, member: bytes) -> None:
+        """A clean stop: the member leaves every group it is in."""
+        for members in self.groups.values():
+            members.pop(member, None)
+        self.beats.pop(member, None)
+
+
+class ToozCoordinator:
+    """One process's coordinator on a :class:`ToozBackend`."""
+
+    def __init__(self, backend: ToozBackend, member: bytes) -> None:
+        self.backend = backend
+        self.member = member
+
+    def _group(self, group: bytes) -> dict[bytes, Any]:
+        members = self.backend.groups.get(group)
+        if members is None:
+            raise coordination.GroupNotCreated(group)
+        return members
+
+    def heartbeat(self) -> float:
+        self.backend.beats[self.member] = self.backend.fleet.now
+        return float(TOOZ_TIMEOUT)
+
+    def create_group(self, group: bytes) -> _Result:
+        if group in self.backend.groups:
+            raise coordination.GroupAlreadyExist(group)
+        self.backend.groups[group] = {}
+        return _Result()
+
+    def join_group(self, group: bytes, capabilities: Any = None) -> _Result:
+        members = self._group(group)
+        if self.member in members:
+            raise coordination.MemberAlreadyExist(group, self.member)
+        members[self.member] = capabilities
+        return _Result()
+
+    def leave_group(self, group: bytes) -> _Result:
+        members = self._group(group)
+        if self.member not in members:
+            raise coordination.MemberNotJoined(group, self.member)
+        del members[self.member]
+        return _Result()
+
+    def update_capabilities(self, group: bytes, capabilities: Any) -> _Result:
+        members = self._group(group)
+        if self.member not in members:
+            raise coordination.MemberNotJoined(group, self.member)
+        members[self.member] = capabilities
+        return _Result()
+
+    def get_members_with_capabilities(self, group: bytes) -> _Result:
+        members = self._group(group)
+        for gone in [m for m in members
+                     if m != self.member and not self.backend.alive(m)]:
+            del members[gone]
+        return _Result(dict(members))
+
+
 class ServiceGroupAPI:
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
@@ -297,6 +399,14 @@ def simulated_nova() -> Iterator[None]:
                           lambda *a: _current().compute_nodes_of(*a)),
         mock.patch.object(servicegroup.servicegroup, 'API',
                           lambda: ServiceGroupAPI(_current())),
+        # tooz: no background thread (the machine heartbeats each host at
+        # moments it draws), no waiting for a first reading, fleet time.
+        mock.patch.object(toozgroup.ToozMembership, 'start',
+                          lambda self: None),
+        mock.patch.object(toozgroup, 'FIRST_READING_WAIT', 0.0),
+        mock.patch.object(toozgroup, 'time', types.SimpleNamespace(
+            monotonic=lambda: float(_current().now),
+            sleep=lambda seconds: None)),
     ]
     quiet = logging.getLogger('nova_ironic_multi')
     level = quiet.level
@@ -332,6 +442,14 @@ class Churn(stateful.RuleBasedStateMachine):
         self.instance_count = 0
         self._group_of: dict[str, str | None] = {}
         self.last_settled: dict[str, tuple[Any, str]] | None = None
+        #: membership_driver = tooz: the back end, each process's
+        #: coordinator, and the hosts whose heartbeats are held (a long GC
+        #: pause, a stopped process, a network blip).
+        self.tooz = ToozBackend(self.fleet)
+        self.coordinators: dict[str, ToozCoordinator] = {}
+        self.stalled: set[str] = set()
+        #: Why the last refresh of a host failed (NotReady), if it did.
+        self.not_ready: dict[str, str] = {}
 
     def teardown(self) -> None:
         CURRENT.remove(self.fleet)
@@ -356,6 +474,11 @@ class Churn(stateful.RuleBasedStateMachine):
         conf.set_override('membership_driver', self.membership,
                           group='ironic_multi')
         conf.set_override('divide', host.divide, group='ironic_multi')
+        if self.membership == 'tooz':
+            conf.set_override('tooz_backend_url', 'redis://127.0.0.1:6379',
+                              group='ironic_multi')
+            conf.set_override('tooz_member_timeout', TOOZ_TIMEOUT,
+                              group='ironic_multi')
         if host.group is not None:
             conf.set_override('partition_key', host.group,
                               group='ironic_multi')
@@ -382,13 +505,40 @@ class Churn(stateful.RuleBasedStateMachine):
         self._configure(host)
         self.hosts[name] = host
         self.fleet.services[name].updated_at = self.fleet.now
+        self.coordinators[name] = ToozCoordinator(self.tooz,
+                                                  name.lower().encode())
+        self.stalled.discard(name)
+
+    def _beat(self, names: list[str]) -> None:
+        """tooz: these hosts' heartbeats, then each one's reading.
+
+        Every beat lands before any reading (they run concurrently on
+        hosts whose clocks move together), as the plugin's thread does it.
+        """
+        if self.membership != 'tooz':
+            return
+        beating = [n for n in names if n not in self.stalled]
+        for name in beating:
+            self.coordinators[name].heartbeat()
+        for name in beating:
+            plugin = self.hosts[name].inventory._membership
+            if isinstance(plugin, toozgroup.ToozMembership):
+                plugin._beat(self.coordinators[name])
 
     def _refresh(self, name: str) -> bool:
         """One resource-tracker period of ``name``; whether it changed."""
         host = self.hosts[name]
         before = host.owned
+        members = host.inventory.cached().members
         rows = dict(self.fleet.compute_nodes)
-        host.inventory.refresh()
+        try:
+            host.inventory.refresh()
+        except inventory.NotReady as e:
+            # nova skips the period: nothing changes in its records.
+            self.not_ready[name] = str(e)
+            RULES[self.RING]['period not ready'] += 1
+            return False
+        self.not_ready.pop(name, None)
         host.refreshed_at = self.fleet.step
         owned = host.owned
         for node in owned:
@@ -409,7 +559,8 @@ class Churn(stateful.RuleBasedStateMachine):
             assert inst is None or self.fleet.instances[inst].host == name, (
                 '%s manages %s, which carries %s of %s' % (
                     name, node, inst, self.fleet.instances[inst].host))
-        return before != owned or rows != self.fleet.compute_nodes
+        return (before != owned or rows != self.fleet.compute_nodes or
+                members != host.inventory.cached().members)
 
     def _free_nodes(self) -> list[str]:
         return sorted(u for u, n in self.fleet.nodes.items()
@@ -468,6 +619,8 @@ class Churn(stateful.RuleBasedStateMachine):
         name = data.draw(st.sampled_from(self._leavable()))
         self.hosts.pop(name, None)
         del self.fleet.services[name]
+        # A clean stop leaves the tooz group.
+        self.tooz.leave_all(name.lower().encode())
         for node, owner in list(self.fleet.compute_nodes.items()):
             if owner == name:
                 del self.fleet.compute_nodes[node]
@@ -505,6 +658,41 @@ class Churn(stateful.RuleBasedStateMachine):
         self.fleet.now += ticks
         for name in self.hosts:
             self.fleet.services[name].updated_at = self.fleet.now
+        self._beat(self._alive())
+
+    # tooz -------------------------------------------------------------------
+
+    @stateful.precondition(lambda self: self.membership == 'tooz' and
+                           bool(self.hosts))
+    @stateful.rule(data=st.data())
+    def heartbeat(self, data: st.DataObject) -> None:
+        self._tick('heartbeat')
+        self._beat([data.draw(st.sampled_from(self._alive()))])
+
+    @stateful.precondition(lambda self: self.membership == 'tooz' and
+                           bool(set(self.hosts) - self.stalled))
+    @stateful.rule(data=st.data())
+    def stall(self, data: st.DataObject) -> None:
+        """A host's heartbeats are held; its periods go on."""
+        self._tick('stall')
+        self.stalled.add(data.draw(st.sampled_from(
+            sorted(set(self.hosts) - self.stalled))))
+
+    @stateful.precondition(lambda self: bool(self.stalled & set(self.hosts)))
+    @stateful.rule(data=st.data())
+    def resume(self, data: st.DataObject) -> None:
+        self._tick('resume')
+        name = data.draw(st.sampled_from(sorted(self.stalled &
+                                                set(self.hosts))))
+        self.stalled.discard(name)
+        self._beat([name])
+
+    @stateful.precondition(lambda self: self.membership == 'tooz')
+    @stateful.rule()
+    def lose_tooz_data(self) -> None:
+        """The back end restarts without persistence: groups are gone."""
+        self._tick('lose_tooz_data')
+        self.tooz.lose_everything()
 
     @stateful.precondition(lambda self: bool(self.hosts))
     @stateful.rule(data=st.data())
@@ -772,14 +960,22 @@ class Churn(stateful.RuleBasedStateMachine):
         self.fleet.now += DOWN_TIME + 1
         for name in self.hosts:
             self.fleet.services[name].updated_at = self.fleet.now
+        # Held heartbeats resume: the fault is over (a resume, counted so).
+        RULES[self.RING]['resume'] += len(self.stalled & set(self.hosts))
+        self.stalled.clear()
         for _ in range(MAX_ROUNDS):
             order = data.draw(st.permutations(self._alive()))
+            # (tooz: every host heartbeats once between two periods.)
+            self._beat(order)
             changed = [self._refresh(name) for name in order]
-            if not any(changed):
+            not_ready = {n: why for n, why in self.not_ready.items()
+                         if n in self.hosts}
+            if not any(changed) and not not_ready:
                 break
         else:
-            raise AssertionError('no settled view after %d rounds of '
-                                 'refreshes' % MAX_ROUNDS)
+            raise AssertionError(
+                'no settled view after %d rounds of refreshes (not ready: '
+                '%s)' % (MAX_ROUNDS, not_ready))
         self._check_settled()
 
     def _expected_members(self, name: str) -> frozenset[str]:
@@ -926,5 +1122,6 @@ def test_churn(machine: type[Churn]) -> None:
              if getattr(value, stateful.RULE_MARKER, None) is not None}
     rules |= {'remove_shard', 'settled views checked',
               'settled views checked (shards)'}
+    # (A period is not ready when a tooz reading is stale: not a rule.)
     rare = {r: ran[r] for r in rules if ran[r] < steps // 1000}
     assert not rare, 'steps rarely or never taken: %s' % rare

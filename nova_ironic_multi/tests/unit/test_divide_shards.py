@@ -212,6 +212,22 @@ class ShardDivisionTest(base.DriverTestCase):
         self.assertEqual(['host1'], self.managers(node))
         self.assertEqual(['host1'], self.managers(node))
 
+    def test_an_instance_deleted_before_the_next_period_is_reaped_here(
+            self) -> None:
+        # host1 reserved a node in a shard host2 lists; before host1's next
+        # period nova-api deleted the instance locally (host1 was forced
+        # down). host1 must keep the node and list the orphan, so that
+        # nova's reaper on host1 tears it down: nobody else ever will.
+        self.period()
+        node = self.node_of('host2')
+        inst = self.building('host1', node)
+        self.drivers['host1'].prepare_for_spawn(inst)
+        inst.destroy()
+        self.assertEqual(['host1'], self.managers(node))
+        self.assertIn(inst.uuid,
+                      self.drivers['host1'].list_instance_uuids())
+        self.assertEqual(['host1'], self.managers(node))
+
     def test_reserved_while_its_node_is_looked_up_is_found_next_period(
             self) -> None:
         self.period()
