@@ -18,6 +18,7 @@ No ring maths and no HTTP here. The node cache and the division live in
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from nova.compute import power_state
@@ -97,6 +98,10 @@ class IronicDriver(virt_driver.ComputeDriver):
         self._power = power.Power(CONF, self._ironic, self._provision)
         self._consoles = consoles.Consoles(CONF, self._ironic,
                                            self._provision)
+        #: From init_host until the first period after nova has looked at
+        #: this host's instances: nova's start, which asks each request once.
+        self._starting = False
+        self._instances_processed = False
 
     # Service life ---------------------------------------------------------
 
@@ -104,6 +109,7 @@ class IronicDriver(virt_driver.ComputeDriver):
         # In-process test cells run several services with one CONF: the
         # host nova passes here is the one that counts.
         self._inventory.host = host
+        self._starting, self._instances_processed = True, False
         try:
             # Starts the membership plugin, which checks its own options.
             part = self._inventory.start()
@@ -137,6 +143,23 @@ class IronicDriver(virt_driver.ComputeDriver):
             LOG.warning('Ironic cannot be reached yet (%s); the driver '
                         'reports VirtDriverNotReady until it can.', e)
 
+    def process_instances_at_startup(self, context: Any,
+                                     instances: Any) -> Any:
+        # nova calls this once at start, before it looks at each instance
+        # (get_info): the start ends with the period that follows.
+        self._instances_processed = True
+        return instances
+
+    def _start_or_period(self) -> Any:
+        """Fail fast while nova starts the service (see ``_starting``).
+
+        nova's start runs alone (no RPC, no periodic task yet), so the
+        flag needs no lock.
+        """
+        if self._starting:
+            return self._ironic.fail_fast()
+        return contextlib.nullcontext()
+
     def cleanup_host(self, host: str) -> None:
         self._inventory.stop()
 
@@ -158,7 +181,12 @@ class IronicDriver(virt_driver.ComputeDriver):
 
     def get_available_nodes(self, refresh: bool = False) -> list[str]:
         # Refreshed every call: the resource tracker calls this once a
-        # period without refresh=True.
+        # period without refresh=True. (The refresh asks Ironic once per
+        # request: an outage is NotReady in this period.)
+        if self._instances_processed:
+            # The first period after nova looked at the instances: the
+            # start is over.
+            self._starting = False
         return list(self._refresh().nodes)
 
     def get_nodenames_by_uuid(self, refresh: bool = False) -> dict[str, str]:
@@ -175,12 +203,16 @@ class IronicDriver(virt_driver.ComputeDriver):
         # (nova bug 1750450: every compute node deleted on an outage).
         return self._ironic.node_exists(nodename) is False
 
-    def _node(self, nodename: str) -> nodeinfo.NodeInfo:
+    def _node(self, nodename: str,
+              period: bool = False) -> nodeinfo.NodeInfo:
+        """The cached node, else read; ``period``: asked once."""
         node = self._current().nodes.get(nodename)
         if node is not None:
             return node
         try:
-            return self._ironic.get_node(nodename)
+            with (self._ironic.fail_fast() if period
+                  else contextlib.nullcontext()):
+                return self._ironic.get_node(nodename)
         except ironic.IronicError as e:
             raise exception.NovaException(
                 'Cannot read Ironic node %s: %s' % (nodename, e)) from e
@@ -189,14 +221,16 @@ class IronicDriver(virt_driver.ComputeDriver):
 
     def update_provider_tree(self, provider_tree: Any, nodename: str,
                              allocations: Any = None) -> None:
-        node = self._node(nodename)
+        # (The resource tracker's period: never held by retries.)
+        node = self._node(nodename, period=True)
         reserve_in_use = not CONF.workarounds.skip_reserve_in_use_ironic_nodes
         provider_tree.update_inventory(
             nodename, resources.inventory(node, reserve_in_use))
         provider_tree.update_traits(nodename, list(node.traits))
 
     def get_available_resource(self, nodename: str) -> dict[str, Any]:
-        return resources.available_resource(self._node(nodename))
+        return resources.available_resource(self._node(nodename,
+                                                       period=True))
 
     # Instances --------------------------------------------------------------
 
@@ -206,7 +240,9 @@ class IronicDriver(virt_driver.ComputeDriver):
         if use_cache:
             node = self._current().node_for_instance(instance.uuid)
         if node is None:
-            node = self._provision.find_instance_node(instance)
+            # nova's start asks this of every instance of the host.
+            with self._start_or_period():
+                node = self._provision.find_instance_node(instance)
         if node is None:
             return hardware.InstanceInfo(state=power_state.NOSTATE)
         return hardware.InstanceInfo(state=resources.power(node.power_state))

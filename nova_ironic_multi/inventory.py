@@ -280,11 +280,15 @@ class Inventory:
     def refresh(self) -> Snapshot:
         """Compute the division now (or wait for the one under way).
 
+        Every Ironic request of a refresh is asked once
+        (:meth:`ironic.Ironic.fail_fast`): an outage is reported in the
+        period it happens, and the next period is the retry.
+
         :raises NotReady: Ironic, nova or the membership back end cannot
             answer, or the configuration cannot be enforced.
         """
         seen = self._refreshes
-        with self._refresh_lock:
+        with self._refresh_lock, self._ironic.fail_fast():
             if self._refreshes != seen and self._snapshot is not None:
                 return self._snapshot
             snapshot = self._compute()

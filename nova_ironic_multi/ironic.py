@@ -38,7 +38,11 @@
     nova reschedules the server, which beats insisting on one node;
   - the node listing is not retried either: the periodic refresh is its
     retry, and an outage is reported in the same period instead of holding
-    nova's resource tracker for minutes.
+    nova's resource tracker for minutes;
+  - inside :meth:`Ironic.fail_fast` (nova's resource-tracker period and the
+    service's start) no request of that thread is retried, whatever its
+    kind: ``GET /v1/shards``, the reads of single nodes, the volume-target
+    sweep. The next period is the retry.
 
   Each retry is logged at DEBUG, exhausted retries at WARNING. The waits
   that poll Ironic (:mod:`nova_ironic_multi.waits`) go on past a failed
@@ -345,6 +349,8 @@ class Ironic:
         self._client: Any = None
         self._version: tuple[int, int] | None = None
         self._sleep = sleep
+        #: ``fast``: how deep this thread is in :meth:`fail_fast` blocks.
+        self._local = threading.local()
         _quiet_client_retry_log()
         #: Requests sent, by kind; read by benchmarks and logs.
         self.requests: collections.Counter[str] = collections.Counter()
@@ -421,6 +427,29 @@ class Ironic:
         assert self._version is not None
         return self._version
 
+    @contextlib.contextmanager
+    def fail_fast(self) -> Iterator[None]:
+        """Within the block, every request of this thread is asked once.
+
+        For nova's resource-tracker period and the service's start: a 503,
+        a refused connection or a connect timeout fails the request at
+        once (one attempt, no sleep), so the period reports the outage and
+        is not held for ``api_max_retries`` x ``api_retry_interval``
+        seconds; the next period asks again. Nests; other threads (a
+        deploy, a reboot) keep their retries.
+        """
+        depth = getattr(self._local, 'fast', 0)
+        self._local.fast = depth + 1
+        try:
+            yield
+        finally:
+            self._local.fast = depth
+
+    @property
+    def failing_fast(self) -> bool:
+        """Whether this thread is inside :meth:`fail_fast`."""
+        return getattr(self._local, 'fast', 0) > 0
+
     def _call(self, what: str, method: str, *args: Any,
               retry: Retry = Retry.ALWAYS, manager: str = 'node',
               **kwargs: Any) -> Any:
@@ -431,9 +460,11 @@ class Ironic:
         ``[ironic] api_max_retries`` / ``api_retry_interval`` and
         keystoneauth's ``connect_retries`` / ``status_code_retries``
         options). ``retry`` decides whether at all: no option adds a
-        retry that ``retry`` forbids.
+        retry that ``retry`` forbids, and inside :meth:`fail_fast` nothing
+        is retried.
         """
         budget = retries.Budget(self._conf)
+        fast = self.failing_fast
         for attempt in itertools.count(1):
             try:
                 call = getattr(getattr(self._connect(), manager), method)
@@ -445,6 +476,13 @@ class Ironic:
                     raise
                 request = '%s.%s %s' % (manager, method,
                                         args[0] if args else '')
+                if fast:
+                    LOG.debug('Ironic request %(request)s failed (%(error)s)'
+                              '; not retried within a resource-tracker '
+                              'period or the start: the next period asks '
+                              'again', {'request': request.strip(),
+                                        'error': e})
+                    raise
                 kind = failure_kind(e)
                 rule = retries.rule(self._conf, kind)
                 delay = budget.next_delay(kind)

@@ -13,6 +13,10 @@
 
 from __future__ import annotations
 
+import collections
+
+from nova import exception
+
 from nova_ironic_multi.tests.functional import base
 
 SURVIVORS = ('host1', 'host2')
@@ -95,19 +99,50 @@ class TakeoverTest(base.IronicCellTestCase):
 class IronicOutageTest(base.IronicCellTestCase):
     """g. Ironic stops: nova keeps everything; Ironic returns: normal."""
 
+    def configure(self) -> None:
+        super().configure()
+        # No wait between retries: a retried request shows in the counts
+        # below without holding the test for minutes.
+        self.flags(api_max_retries=60, api_retry_interval=0, group='ironic')
+
     def test_regression_1750450_outage_keeps_compute_nodes(self) -> None:
         before = self.db_division()
         providers = self._get_all_providers()
+        drivers = {h: c.manager.driver for h, c in self.computes.items()}
+        sent = {h: collections.Counter(d._ironic.requests)
+                for h, d in drivers.items()}
         self.ironic.stop()
+        mark = len(self.stdlog.logger.output)
         self._run_periodics()
+        for host, drv in drivers.items():
+            # Each request of the period asked once: the division's
+            # requests (the listing, or the shard count) once, and one
+            # "does it exist" per compute node nobody reports.
+            delta = collections.Counter(drv._ironic.requests)
+            delta.subtract(sent[host])
+            self.assertLessEqual(delta['list'] + delta['shards'], 1,
+                                 (host, delta))
+            self.assertLessEqual(delta['get'], len(self.node_uuids),
+                                 (host, delta))
+            # What the rows cannot show (nova keeps them whenever the
+            # driver does not say "deleted"): the period is NotReady.
+            self.assertRaises(exception.VirtDriverNotReady,
+                              drv.get_available_nodes)
         self.assertEqual(before, self.db_division())
         self.assertEqual(providers, self._get_all_providers())
-        self.assertIn('Virt driver is not ready', self.stdlog.logger.output)
+        since = self.stdlog.logger.output[mark:]
+        self.assertIn('Virt driver is not ready', since)
+        self.assertEqual(len(drivers) * 2,
+                         since.count('Ironic nodes not refreshed'))
         self.ironic.restart()
         self._run_periodics()
         self.assertEqual(before, self.db_division())
         self.assertEqual(before, self.reported())
         self.assertEqual(9, len(self.assert_no_duplicates()))
+
+
+class ShardIronicOutageTest(base.ShardMode, IronicOutageTest):
+    """g, with ``divide = shards``: the shard count and the node reads."""
 
 
 class MaintenanceTest(base.IronicCellTestCase):

@@ -20,7 +20,8 @@ takes ``steps`` reads to finish. Every call is recorded in ``calls``;
 from __future__ import annotations
 
 import collections
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+import contextlib
 import dataclasses
 from typing import Any
 import uuid as uuidlib
@@ -143,6 +144,8 @@ class FakeIronic:
         self.ignore_filters = False
         #: a tear-down goes through ``cleaning`` (``steps`` more reads).
         self.cleaning = False
+        #: How deep the caller is in :meth:`fail_fast` blocks.
+        self.fast = 0
 
     # Set-up -----------------------------------------------------------
 
@@ -167,6 +170,15 @@ class FakeIronic:
 
     def fail(self, method: str, exc: Exception, times: int = 1) -> None:
         self.failures[method].extend([exc] * times)
+
+    @contextlib.contextmanager
+    def fail_fast(self) -> Iterator[None]:
+        """Like the real one (this fake never retries anyway)."""
+        self.fast += 1
+        try:
+            yield
+        finally:
+            self.fast -= 1
 
     def connect(self) -> None:
         """Like the real one at service start; ``fail('connect', e)``."""

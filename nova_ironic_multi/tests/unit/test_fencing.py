@@ -23,6 +23,7 @@ from oslo_utils import timeutils
 
 from nova_ironic_multi import fencing
 from nova_ironic_multi import rings
+from nova_ironic_multi import sharding
 from nova_ironic_multi import states
 from nova_ironic_multi.tests.unit import base
 
@@ -221,3 +222,54 @@ class ClaimTest(base.DriverTestCase):
         self.assertRaises(exception.InstanceUpdateConflict, fencing.move,
                           seen, 'host1', self.FENCED, self.MEMBERS)
         self.assertEqual('host2', self.read().host)
+
+
+class ShardFencedTakeoverTest(base.DriverTestCase):
+    """The same with ``divide = shards``: the node goes with its shard."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.flags(takeover='fenced', divide='shards', group='ironic_multi')
+        for host in HOSTS:
+            self.make_service(host)
+        self.sharded = [self.ironic.add_node(shard='rack-%d' % (i % 6))
+                        for i in range(24)]
+        self.unsharded = [self.ironic.add_node() for _ in range(12)]
+        self.drivers = self.fleet_drivers(HOSTS)
+        self.period()
+
+    def period(self, hosts: tuple[str, ...] = HOSTS) -> dict[str, set[str]]:
+        return {h: set(self.drivers[h].get_available_nodes()) for h in hosts}
+
+    def expected_host(self, node: str) -> str:
+        ring = rings.load('compatible', LIVE, 5)
+        shard = self.ironic.nodes[node].get('shard')
+        if shard is None:
+            return str(ring.assign([node])[node])
+        return str(sharding.assign(ring, self.ironic.shards(),
+                                   weighted=False)[shard])
+
+    def test_fenced_host_instances_go_with_their_shards(self) -> None:
+        before = self.period()
+        mine = sorted(before['host2'])
+        picks = ([n for n in mine if n in self.sharded][:3] +
+                 [n for n in mine if n in self.unsharded][:1])
+        self.assertEqual(4, len(picks))
+        placed = {}
+        for node in picks:
+            inst = self.make_instance(host='host2', node=node, compute_id=1)
+            self.ironic.nodes[node].update(instance_uuid=inst.uuid,
+                                           provision_state=states.ACTIVE)
+            placed[inst.uuid] = node
+        svc = objects.Service.get_by_compute_host(self.ctxt, 'host2')
+        svc.forced_down = True
+        svc.save()
+        reported = self.period(LIVE)
+        for uuid, node in placed.items():
+            new = self.expected_host(node)
+            self.assertEqual(new, objects.Instance.get_by_uuid(
+                self.ctxt, uuid).host)
+            self.assertIn(node, reported[new])
+            self.assertNotIn(node, reported[({'host1', 'host3'} -
+                                             {new}).pop()])
+        self.assertEqual(reported, self.period(LIVE))

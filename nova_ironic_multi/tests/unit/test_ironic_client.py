@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 from unittest import mock
 
@@ -356,6 +357,54 @@ def test_whether_a_node_exists_is_asked_once(error: Exception,
     assert sleeps == []
     fake.node.get.side_effect = None
     assert client.node_exists('node') is True
+
+
+@pytest.mark.parametrize('error', [
+    NO_FREE_WORKER, ks_exc.ConnectFailure('Connection refused'),
+    ks_exc.ConnectTimeout('Connection timed out')])
+@pytest.mark.parametrize('request_, manager, method', [
+    (lambda c: c.shards(), 'shard', 'list'),
+    (lambda c: c.get_node('n1'), 'node', 'get'),
+    (lambda c: c.node_for_instance('i1'), 'node', 'get_by_instance_uuid'),
+    (lambda c: c.volume_targets('n1'), 'volume_target', 'list'),
+    (lambda c: c.get_fields('n1', ['uuid']), 'node', 'get')])
+def test_inside_fail_fast_every_request_is_asked_once(
+        error: Exception, request_: Any, manager: str, method: str) -> None:
+    client, fake, sleeps = fake_client(api_max_retries=60,
+                                       api_retry_interval=2)
+    call = getattr(getattr(fake, manager), method)
+    call.side_effect = error
+    with client.fail_fast(), client.fail_fast():
+        with pytest.raises(ironic.IronicUnavailable):
+            request_(client)
+        # (Nested blocks: the inner one's end leaves the outer in force.)
+    assert call.call_count == 1
+    assert sleeps == []
+    # Outside, nova's retries apply again.
+    with pytest.raises(ironic.IronicUnavailable):
+        request_(client)
+    assert call.call_count == 1 + 61
+    assert sleeps == [2] * 60
+
+
+def test_fail_fast_is_this_threads_only() -> None:
+    client, fake, sleeps = fake_client(api_max_retries=3,
+                                       api_retry_interval=2)
+    fake.node.get.side_effect = NO_FREE_WORKER
+    seen: list[bool] = []
+
+    def other() -> None:
+        seen.append(client.failing_fast)
+        with pytest.raises(ironic.IronicUnavailable):
+            client.get_node('n1')
+
+    with client.fail_fast():
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+    assert seen == [False]
+    assert fake.node.get.call_count == 4
+    assert not client.failing_fast
 
 
 def test_vif_attach_retries_transient_failures_and_locks_not_409s(
