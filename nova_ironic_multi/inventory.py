@@ -370,8 +370,14 @@ class Inventory:
             # Fenced hosts' nodes the ring gives this host (takeover =
             # fenced): their instances become this host's now, so this
             # period's division holds the nodes and nova moves their rows.
-            moved = self._takeover.run(self.host, nodes, division, mine,
-                                       members)
+            try:
+                moved = self._takeover.run(self.host, nodes, division, mine,
+                                           members)
+            except Exception:
+                # A side job: the division stands without it.
+                LOG.exception('Taking over the instances of fenced hosts '
+                              'failed; the next period tries again')
+                moved = fencing.NOTHING
             if moved:
                 mine |= moved.live
                 self._orphans.forget(moved.orphans)

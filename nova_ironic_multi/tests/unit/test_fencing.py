@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import datetime
+from unittest import mock
 
 from nova.compute import task_states
 from nova import context as nova_context
@@ -93,6 +94,20 @@ class FencedTakeoverTest(base.DriverTestCase):
         # Nothing moves twice, nothing flaps.
         again = self.period(LIVE)
         self.assertEqual(reported, again)
+
+    def test_a_failing_takeover_never_fails_the_period(self) -> None:
+        uuid, node = self.deployed('host2')
+        self.fence('host2')
+        with mock.patch.object(fencing, 'fenced_hosts',
+                               side_effect=RuntimeError('bug')):
+            with self.assertLogs('nova_ironic_multi.inventory',
+                                 'ERROR') as logs:
+                reported = self.period(LIVE)
+        self.assertIn('fenced hosts failed', logs.output[0])
+        self.assertEqual('host2', self.instance(uuid).host)
+        self.assertTrue(reported['host1'] and reported['host3'])
+        # The next period tries again.
+        self.assertIn(node, self.period(LIVE)[self.ring_host(node)])
 
     def test_merely_down_is_not_a_fence(self) -> None:
         uuid, node = self.deployed('host2')
