@@ -28,14 +28,25 @@
   - a transient failure (:func:`is_transient`: a 503, which Ironic answers
     with ``NoFreeConductorWorker`` when its conductors are busy, before it
     acts; or a failed connection, but not an answer that timed out) is
-    retried for idempotent requests:
-    reads, provision and power state changes, writing instance_info,
-    releasing the node, VIF detach (and attach, where a repeat is answered
-    409), consoles, volume targets. Not an NMI: a repeat after a lost
-    answer would be a second NMI;
+    retried for requests that end the same however often they are asked:
+    reads, power on and off, writing instance_info, consoles, removing a
+    volume target;
+  - a request that changes Ironic and must not reach it twice (provision
+    state changes: deploy, rebuild, undeploy, rescue, unrescue; reboot;
+    creating a volume target; VIF attach and detach; releasing the node;
+    an NMI) is retried only when Ironic surely did not act
+    (:func:`did_not_act`: a 503, a refused connection, a name that did not
+    resolve, a connect timeout). keystoneauth reports a connection broken
+    after the request was sent as the same ``ConnectFailure``; then the
+    node is read (:mod:`nova_ironic_multi.acted`): if Ironic took the
+    request it succeeded and is not sent again, if the node shows no trace
+    of it it may be asked again, if the node cannot be read the failure
+    stands. An NMI leaves no trace: after a lost answer it fails;
   - the reservation PATCH is never retried, on any error: a 409 there is
     the answer (another instance holds the node), and on any other failure
-    nova reschedules the server, which beats insisting on one node;
+    nova reschedules the server, which beats insisting on one node. An
+    answer lost after sending is judged from the node: holding this
+    instance, it is reserved;
   - the node listing is not retried either: the periodic refresh is its
     retry, and an outage is reported in the same period instead of holding
     nova's resource tracker for minutes;
@@ -58,11 +69,12 @@
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 import contextlib
 import enum
 import itertools
 import logging as std_logging
+import socket
 import threading
 import time
 from typing import Any
@@ -75,7 +87,9 @@ from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 from oslo_log import log as logging
 import requests
+from urllib3 import exceptions as urllib3_exc
 
+from nova_ironic_multi import acted
 from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import partition
 from nova_ironic_multi import retries
@@ -192,7 +206,14 @@ class Retry(enum.Flag):
     LOCKED = enum.auto()
     #: :func:`is_transient`: Ironic did not act, asking again may work.
     TRANSIENT = enum.auto()
+    #: :func:`did_not_act`: Ironic surely did not act (for requests that
+    #: must never reach it twice).
+    UNACTED = enum.auto()
     ALWAYS = LOCKED | TRANSIENT
+    #: For requests that change Ironic and must not be repeated once it
+    #: may have acted (an answer lost after sending is judged from the
+    #: node instead).
+    ONCE_ACTED = LOCKED | UNACTED
 
 
 #: Failures after which Ironic most likely has not acted: a 503 (Ironic
@@ -219,6 +240,52 @@ def is_transient(error: BaseException) -> bool:
             error.__context__, requests.exceptions.ReadTimeout):
         return False
     return isinstance(error, _TRANSIENT)
+
+
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    """``error`` and what caused it, through requests' and urllib3's
+    wrappers (which keep the cause as ``reason`` or their first argument).
+    """
+    seen: BaseException | None = error
+    for _ in range(10):
+        if seen is None:
+            return
+        yield seen
+        nxt = seen.__cause__ or seen.__context__
+        if nxt is None:
+            reason = getattr(seen, 'reason', None)
+            if isinstance(reason, BaseException):
+                nxt = reason
+            elif seen.args and isinstance(seen.args[0], BaseException):
+                nxt = seen.args[0]
+        seen = nxt
+
+
+def did_not_act(error: BaseException) -> bool:
+    """Whether Ironic surely did not act on the request that failed so.
+
+    Ironic answered 503 (``NoFreeConductorWorker``, or Keystone
+    unreachable: it answers before acting), or the request never left this
+    host: the connection was refused, the name did not resolve, connecting
+    timed out. Not a connection that broke after the request was sent
+    ("Connection aborted", ``RemoteDisconnected``, a reset): keystoneauth
+    reports those as the same ``ConnectFailure``, but Ironic may have acted
+    and only its answer was lost.
+    """
+    if isinstance(error, IronicError):
+        cause = error.__cause__
+        return cause is not None and did_not_act(cause)
+    if isinstance(error, (ir_exc.ServiceUnavailable,
+                          ir_exc.ConnectionRefused)):
+        return True
+    if isinstance(error, ks_exc.ConnectTimeout):
+        return isinstance(error.__context__,
+                          requests.exceptions.ConnectTimeout)
+    if isinstance(error, ks_exc.ConnectFailure):
+        return any(isinstance(e, (urllib3_exc.NewConnectionError,
+                                  ConnectionRefusedError, socket.gaierror))
+                   for e in _chain(error))
+    return False
 
 
 def is_node_locked(error: Conflict) -> bool:
@@ -452,6 +519,7 @@ class Ironic:
 
     def _call(self, what: str, method: str, *args: Any,
               retry: Retry = Retry.ALWAYS, manager: str = 'node',
+              acted: Callable[[], bool] | None = None,
               **kwargs: Any) -> Any:
         """One API request, retried as ``retry`` allows.
 
@@ -462,6 +530,12 @@ class Ironic:
         options). ``retry`` decides whether at all: no option adds a
         retry that ``retry`` forbids, and inside :meth:`fail_fast` nothing
         is retried.
+
+        :param acted: for a request that changes Ironic: reads the node
+            and says whether Ironic took the request. Asked when the
+            connection failed after the request may have been sent: if
+            Ironic took it, the request succeeded (None is returned) and
+            is not repeated; if not, it may be asked again.
         """
         budget = retries.Budget(self._conf)
         fast = self.failing_fast
@@ -472,10 +546,19 @@ class Ironic:
                 with translated(what):
                     return call(*args, **kwargs)
             except IronicError as e:
-                if not self._retriable(e, retry):
-                    raise
                 request = '%s.%s %s' % (manager, method,
                                         args[0] if args else '')
+                retriable = self._retriable(e, retry)
+                if (not retriable and acted is not None and
+                        is_transient(e) and not did_not_act(e)):
+                    if self._acted(request.strip(), e, acted):
+                        return None
+                    # No trace of it in Ironic: asking again is safe
+                    # (for a request that may be retried at all).
+                    retriable = bool(retry & (Retry.TRANSIENT |
+                                              Retry.UNACTED))
+                if not retriable:
+                    raise
                 if fast:
                     LOG.debug('Ironic request %(request)s failed (%(error)s)'
                               '; not retried within a resource-tracker '
@@ -509,9 +592,43 @@ class Ironic:
             # Only a lock goes away by itself; any other 409 (already
             # associated, a duplicate volume target) would repeat.
             return bool(retry & Retry.LOCKED) and is_node_locked(error)
+        if retry & Retry.UNACTED and did_not_act(error):
+            return True
         if not retry & Retry.TRANSIENT:
             return False
         return is_transient(error) or self._listed_status_on_read(error)
+
+    @staticmethod
+    def _acted(request: str, error: IronicError,
+               acted: Callable[[], bool]) -> bool:
+        """Whether Ironic took a request whose answer was lost.
+
+        :raises IronicError: ``error``, when the node cannot be read.
+        """
+        unreadable: IronicError | None = None
+        try:
+            took = acted()
+        except IronicError as e:
+            unreadable = e
+        if unreadable is not None:
+            LOG.warning('Ironic request %(request)s may have been taken '
+                        '(the connection failed after sending it: '
+                        '%(error)s) and the node cannot be read to tell '
+                        '(%(read)s); not repeating it',
+                        {'request': request, 'error': error,
+                         'read': unreadable})
+            raise error
+        if took:
+            LOG.warning('Ironic request %(request)s: the connection failed '
+                        'after sending it (%(error)s), and the node shows '
+                        'Ironic took it; not repeating it',
+                        {'request': request, 'error': error})
+        else:
+            LOG.warning('Ironic request %(request)s: the connection failed '
+                        'after sending it (%(error)s), and the node shows no '
+                        'trace of it; it may be asked again',
+                        {'request': request, 'error': error})
+        return took
 
     def _listed_status_on_read(self, error: IronicError) -> bool:
         """A GET answered with a status of ``retriable_status_codes``."""
@@ -682,20 +799,37 @@ class Ironic:
 
     # Changing nodes -----------------------------------------------------
 
+    def _node_fields(self, node_uuid: str, fields: list[str]) -> Any:
+        """A read for judging a lost answer (retried like any read)."""
+        return self._call('get', 'get', node_uuid, fields=fields)
+
     def reserve(self, node_uuid: str, instance_uuid: str) -> None:
         """Associate the node with the instance; never retried.
+
+        An answer lost after sending is judged from the node: the node
+        holding this instance is a reservation made.
 
         :raises Conflict: another instance holds the node.
         """
         self._call('reserve', 'update', node_uuid,
                    [{'op': 'add', 'path': '/instance_uuid',
-                     'value': instance_uuid}], retry=Retry.NEVER)
+                     'value': instance_uuid}], retry=Retry.NEVER,
+                   acted=lambda: self._node_fields(
+                       node_uuid, ['instance_uuid']).instance_uuid ==
+                   instance_uuid)
 
     def release(self, node_uuid: str) -> None:
-        """Drop the node's instance association and instance_info."""
+        """Drop the node's instance association and instance_info.
+
+        Not repeated once Ironic may have done it (a repeat is a 400: the
+        paths are gone).
+        """
         self._call('patch', 'update', node_uuid,
                    [{'op': 'remove', 'path': '/instance_uuid'},
-                    {'op': 'remove', 'path': '/instance_info'}])
+                    {'op': 'remove', 'path': '/instance_info'}],
+                   retry=Retry.ONCE_ACTED,
+                   acted=lambda: self._node_fields(
+                       node_uuid, ['instance_uuid']).instance_uuid is None)
 
     def patch(self, node_uuid: str, patch: list[dict[str, Any]]) -> None:
         self._call('patch', 'update', node_uuid, patch)
@@ -708,26 +842,60 @@ class Ironic:
 
     def set_provision_state(self, node_uuid: str, target: str,
                             **kwargs: Any) -> None:
+        """Ask for a provision-state change (deploy, rebuild, ...).
+
+        Retried only when Ironic surely did not act; an answer lost after
+        sending is judged from the node's provision state (a repeat would
+        be a 400 that fails a deploy under way). A rebuild ends where it
+        starts, so the node is read first for it.
+        """
+        before = (self._node_fields(node_uuid, acted.PROVISION_FIELDS)
+                  if acted.needs_before(target) else None)
         self._call('provision', 'set_provision_state', node_uuid, target,
-                   **kwargs)
+                   retry=Retry.ONCE_ACTED,
+                   acted=lambda: acted.provision(
+                       target, self._node_fields(node_uuid,
+                                                 acted.PROVISION_FIELDS),
+                       before), **kwargs)
 
     def set_power_state(self, node_uuid: str, target: str,
                         soft: bool = False,
                         timeout: int | None = None) -> None:
+        """Power on, off or reboot.
+
+        On and off end the same however often asked (retried as reads
+        are); a reboot is not
+        repeated once Ironic may have taken it (the node is read first,
+        and a lost answer is judged from its writes since).
+        """
+        if target == 'reboot':
+            # (Whole reads: Ironic serves no updated_at among ``fields``.)
+            before = self._call('get', 'get', node_uuid)
+            self._call('power', 'set_power_state', node_uuid, target,
+                       soft=soft, timeout=timeout, retry=Retry.ONCE_ACTED,
+                       acted=lambda: acted.power(
+                           target, self._call('get', 'get', node_uuid),
+                           before))
+            return
         self._call('power', 'set_power_state', node_uuid, target, soft=soft,
                    timeout=timeout)
 
     def inject_nmi(self, node_uuid: str) -> None:
-        # Not idempotent: a lost answer must not become a second NMI.
-        self._call('nmi', 'inject_nmi', node_uuid, retry=Retry.LOCKED)
+        # Not idempotent, and it leaves no trace on the node: retried only
+        # when Ironic surely did not get it, never after a lost answer.
+        self._call('nmi', 'inject_nmi', node_uuid, retry=Retry.ONCE_ACTED)
 
     def vif_attach(self, node_uuid: str, vif_id: str) -> None:
         # A locked node is retried; any other 409 is an answer (see
-        # vifs.plug), and so is a repeat after a lost answer.
-        self._call('vif', 'vif_attach', node_uuid, vif_id)
+        # vifs.plug). An answer lost after sending: the node's VIFs say.
+        self._call('vif', 'vif_attach', node_uuid, vif_id,
+                   retry=Retry.ONCE_ACTED,
+                   acted=lambda: vif_id in self.vif_list(node_uuid))
 
     def vif_detach(self, node_uuid: str, vif_id: str) -> None:
-        self._call('vif', 'vif_detach', node_uuid, vif_id)
+        self._call('vif', 'vif_detach', node_uuid, vif_id,
+                   retry=Retry.ONCE_ACTED,
+                   acted=lambda: vif_id not in self.vif_list(node_uuid))
 
     def vif_list(self, node_uuid: str) -> list[str]:
         """The IDs of the VIFs attached to the node."""
@@ -766,7 +934,16 @@ class Ironic:
         return targets
 
     def create_volume_target(self, **fields: Any) -> None:
-        self._call('volumes', 'create', manager='volume_target', **fields)
+        """Record a volume on the node; never created twice.
+
+        A repeat after a lost answer would be a 409 that fails the build:
+        the node's targets say whether Ironic created it.
+        """
+        node = fields['node_uuid']
+        self._call('volumes', 'create', manager='volume_target',
+                   retry=Retry.ONCE_ACTED,
+                   acted=lambda: acted.volume_target(
+                       fields, self.volume_targets(node)), **fields)
 
     def delete_volume_target(self, target_uuid: str,
                              once: bool = False) -> None:

@@ -13,18 +13,24 @@
 
 from __future__ import annotations
 
+import dataclasses
+import http.client
 import logging
+import socket
 import threading
+import types
 from typing import Any
 from unittest import mock
 
 from ironicclient import exc as ir_exc
 from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1 import session as ks_session
 from nova.conf import ironic as nova_ironic_conf
 from nova.conf import utils as conf_utils
 from oslo_config import cfg
 import pytest
 import requests
+from urllib3 import exceptions as urllib3_exc
 
 from nova_ironic_multi import conf as nim_conf
 from nova_ironic_multi import ironic
@@ -642,6 +648,291 @@ def test_leftover_target_requests_can_be_asked_once(error: Exception
     fake.volume_target.list.side_effect = [error, []]
     assert client.volume_targets('node') == []
     assert fake.volume_target.list.call_count == 3
+
+
+# Requests that change Ironic: never repeated once Ironic may have acted --
+
+def _raised(ks_error: Any, inner: BaseException) -> BaseException:
+    """``ks_error`` raised while handling ``inner``, as keystoneauth does."""
+    try:
+        try:
+            raise inner
+        except Exception:
+            # (Implicitly chained, as keystoneauth raises it.)
+            raise ks_error  # noqa: B904
+    except Exception as e:
+        return e
+
+
+def _refused() -> BaseException:
+    return _raised(ks_exc.ConnectFailure('Unable to establish connection'),
+                   requests.exceptions.ConnectionError(
+                       urllib3_exc.MaxRetryError(
+                           None, '/v1/nodes', urllib3_exc.NewConnectionError(
+                               None, '[Errno 111] Connection refused'))))
+
+
+def _no_such_host() -> BaseException:
+    return _raised(ks_exc.ConnectFailure('Unable to establish connection'),
+                   requests.exceptions.ConnectionError(
+                       urllib3_exc.MaxRetryError(
+                           None, '/v1/nodes', urllib3_exc.NameResolutionError(
+                               'ironic', None, socket.gaierror(
+                                   -2, 'Name or service not known')))))
+
+
+def _connect_timeout() -> BaseException:
+    return _raised(ks_exc.ConnectTimeout('Request to /v1/nodes timed out'),
+                   requests.exceptions.ConnectTimeout(
+                       urllib3_exc.MaxRetryError(
+                           None, '/v1/nodes', urllib3_exc.ConnectTimeoutError(
+                               None, 'connect timeout=60'))))
+
+
+def _aborted() -> BaseException:
+    return _raised(ks_exc.ConnectFailure('Unable to establish connection'),
+                   requests.exceptions.ConnectionError(
+                       urllib3_exc.ProtocolError(
+                           'Connection aborted.',
+                           http.client.RemoteDisconnected(
+                               'Remote end closed connection without '
+                               'response'))))
+
+
+def _reset() -> BaseException:
+    return _raised(ks_exc.ConnectFailure('Unable to establish connection'),
+                   requests.exceptions.ConnectionError(
+                       urllib3_exc.ProtocolError(
+                           'Connection aborted.', ConnectionResetError(
+                               104, 'Connection reset by peer'))))
+
+
+def test_real_connection_failures_are_told_apart() -> None:
+    # keystoneauth's own exceptions, from real sockets on loopback: a
+    # refused connection never reached the server; a connection closed
+    # after the server read the request may have been acted on.
+    listener = socket.socket()
+    listener.bind(('127.0.0.1', 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    read = threading.Event()
+
+    def close_after_reading() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        read.set()
+        conn.close()
+
+    thread = threading.Thread(target=close_after_reading, daemon=True)
+    thread.start()
+    session = ks_session.Session()
+    with pytest.raises(ks_exc.ConnectFailure) as aborted:
+        session.put('http://127.0.0.1:%d/v1/nodes/n/states/power' % port,
+                    json={'target': 'rebooting'})
+    thread.join(5)
+    assert read.is_set()
+    listener.close()
+    with pytest.raises(ks_exc.ConnectFailure) as refused:
+        session.put('http://127.0.0.1:%d/v1/nodes/n/states/power' % port,
+                    json={'target': 'rebooting'})
+    # Both are "transient" to keystoneauth and python-ironicclient alike.
+    assert ironic.is_transient(aborted.value)
+    assert ironic.is_transient(refused.value)
+    assert not ironic.did_not_act(aborted.value)
+    assert ironic.did_not_act(refused.value)
+
+
+@pytest.mark.parametrize('make, untouched', [
+    (_refused, True), (_no_such_host, True), (_connect_timeout, True),
+    (lambda: NO_FREE_WORKER, True),
+    (_aborted, False), (_reset, False),
+    (lambda: ks_exc.ConnectFailure('no cause'), False),
+    (lambda: ir_exc.InternalServerError('boom'), False)])
+def test_did_not_act(make: Any, untouched: bool) -> None:
+    error = make()
+    assert ironic.did_not_act(error) is untouched
+    wrapped = ironic.IronicUnavailable('x')
+    wrapped.__cause__ = error
+    assert ironic.did_not_act(wrapped) is untouched
+
+
+def _node(**fields: Any) -> Any:
+    return types.SimpleNamespace(**fields)
+
+
+PROVISION = dict(provision_state=None, target_provision_state=None,
+                 provision_updated_at='t1')
+
+
+def _provision(**fields: Any) -> Any:
+    return _node(**{**PROVISION, **fields})
+
+
+def _power(**fields: Any) -> Any:
+    return _node(**{**dict(power_state='power on', target_power_state=None,
+                           updated_at='t1'), **fields})
+
+
+@dataclasses.dataclass
+class Kind:
+    """A request that changes Ironic, and how the node shows it took it."""
+
+    call: Any
+    #: (manager, method) of the request on python-ironicclient
+    sent: tuple[str, str]
+    #: the node read before sending (rebuild, reboot), else None
+    before: Any
+    #: what the node shows when Ironic took it / did not
+    taken: Any
+    untouched: Any
+    #: where the verdict reads from: (manager, method) of a read
+    read: tuple[str, str] = ('node', 'get')
+    #: retried when Ironic surely did not act (the reservation never is)
+    retried: bool = True
+
+
+KINDS = {
+    'deploy': Kind(lambda c: c.set_provision_state('n', 'active'),
+                   ('node', 'set_provision_state'), None,
+                   _provision(provision_state='deploying',
+                              target_provision_state='active'),
+                   _provision(provision_state='available')),
+    'deploy done': Kind(lambda c: c.set_provision_state('n', 'active'),
+                        ('node', 'set_provision_state'), None,
+                        _provision(provision_state='active'),
+                        _provision(provision_state='available')),
+    'rebuild': Kind(lambda c: c.set_provision_state('n', 'rebuild'),
+                    ('node', 'set_provision_state'),
+                    _provision(provision_state='active'),
+                    # Done already: back in active, moved since.
+                    _provision(provision_state='active',
+                               provision_updated_at='t2'),
+                    _provision(provision_state='active')),
+    'undeploy': Kind(lambda c: c.set_provision_state('n', 'deleted'),
+                     ('node', 'set_provision_state'), None,
+                     _provision(provision_state='cleaning',
+                                target_provision_state='available'),
+                     _provision(provision_state='active')),
+    'rescue': Kind(lambda c: c.set_provision_state('n', 'rescue'),
+                   ('node', 'set_provision_state'), None,
+                   _provision(provision_state='rescue'),
+                   _provision(provision_state='active')),
+    'unrescue': Kind(lambda c: c.set_provision_state('n', 'unrescue'),
+                     ('node', 'set_provision_state'), None,
+                     _provision(provision_state='unrescuing',
+                                target_provision_state='active'),
+                     _provision(provision_state='rescue')),
+    'reboot': Kind(lambda c: c.set_power_state('n', 'reboot'),
+                   ('node', 'set_power_state'), _power(),
+                   # Done already: power on again, the node written since.
+                   _power(updated_at='t2'), _power()),
+    'reboot under way': Kind(lambda c: c.set_power_state('n', 'reboot'),
+                             ('node', 'set_power_state'), _power(),
+                             _power(target_power_state='power on',
+                                    updated_at='t2'), _power()),
+    'volume target': Kind(
+        lambda c: c.create_volume_target(
+            node_uuid='n', volume_type='iscsi', properties={},
+            boot_index=0, volume_id='vol'),
+        ('volume_target', 'create'), None,
+        [_node(volume_id='vol', boot_index=0)],
+        [_node(volume_id='other', boot_index=1)],
+        read=('volume_target', 'list')),
+    'VIF attach': Kind(lambda c: c.vif_attach('n', 'vif'),
+                       ('node', 'vif_attach'), None, [_node(id='vif')], [],
+                       read=('node', 'vif_list')),
+    'VIF detach': Kind(lambda c: c.vif_detach('n', 'vif'),
+                       ('node', 'vif_detach'), None, [], [_node(id='vif')],
+                       read=('node', 'vif_list')),
+    'release': Kind(lambda c: c.release('n'), ('node', 'update'), None,
+                    _node(instance_uuid=None), _node(instance_uuid='inst')),
+    'reservation': Kind(lambda c: c.reserve('n', 'inst'),
+                        ('node', 'update'), None,
+                        _node(instance_uuid='inst'),
+                        _node(instance_uuid=None), retried=False),
+}
+
+
+def _kind_client(kind: Kind, error: BaseException,
+                 *verdicts: Any) -> tuple[ironic.Ironic, Any, Any,
+                                          list[float]]:
+    client, fake, sleeps = fake_client(api_max_retries=3,
+                                       api_retry_interval=1)
+    sent = getattr(getattr(fake, kind.sent[0]), kind.sent[1])
+    sent.side_effect = [error, None]
+    reads = [kind.before] if kind.before is not None else []
+    if kind.read == ('node', 'get'):
+        fake.node.get.side_effect = reads + list(verdicts)
+    else:
+        fake.node.get.side_effect = reads
+        getattr(getattr(fake, kind.read[0]), kind.read[1]).side_effect = (
+            list(verdicts))
+    return client, fake, sent, sleeps
+
+
+@pytest.mark.parametrize('lost', [_aborted, _reset])
+@pytest.mark.parametrize('name', sorted(KINDS))
+def test_an_answer_lost_after_sending_is_judged_from_the_node(
+        name: str, lost: Any) -> None:
+    kind = KINDS[name]
+    # Ironic took it: done, never sent again.
+    client, fake, sent, sleeps = _kind_client(kind, lost(), kind.taken)
+    kind.call(client)
+    assert sent.call_count == 1
+    assert sleeps == []
+    # Ironic serves no timestamps but provision_updated_at in ``fields``
+    # (a 400: "Field updated_at is not a valid field").
+    for call in fake.node.get.call_args_list:
+        assert not {'updated_at', 'created_at'} & set(
+            call.kwargs.get('fields') or ()), call
+    # No trace of it: asking again is safe (the reservation is never
+    # retried: nova reschedules instead).
+    client, fake, sent, sleeps = _kind_client(kind, lost(), kind.untouched)
+    if kind.retried:
+        kind.call(client)
+        assert sent.call_count == 2
+        assert sleeps == [1]
+    else:
+        with pytest.raises(ironic.IronicUnavailable):
+            kind.call(client)
+        assert sent.call_count == 1
+    # The node cannot be read: not repeated, the failure stands.
+    client, fake, sent, sleeps = _kind_client(
+        kind, lost(), *[ir_exc.InternalServerError('down')] * 4)
+    with pytest.raises(ironic.IronicUnavailable) as e:
+        kind.call(client)
+    assert not ironic.did_not_act(e.value)
+    assert sent.call_count == 1
+
+
+@pytest.mark.parametrize('untouched', [_refused, _no_such_host,
+                                       _connect_timeout,
+                                       lambda: NO_FREE_WORKER])
+@pytest.mark.parametrize('name', sorted(KINDS))
+def test_a_request_ironic_surely_did_not_act_on_is_asked_again(
+        name: str, untouched: Any) -> None:
+    kind = KINDS[name]
+    client, fake, sent, sleeps = _kind_client(kind, untouched())
+    if not kind.retried:
+        with pytest.raises(ironic.IronicUnavailable):
+            kind.call(client)
+        assert sent.call_count == 1
+        return
+    kind.call(client)
+    assert sent.call_count == 2
+    assert sleeps == [1]
+
+
+def test_an_nmi_is_asked_again_only_when_it_never_left() -> None:
+    client, fake, sleeps = fake_client(api_max_retries=3,
+                                       api_retry_interval=1)
+    fake.node.inject_nmi.side_effect = [_refused(), None]
+    client.inject_nmi('node')
+    assert fake.node.inject_nmi.call_count == 2
+    fake.node.inject_nmi.side_effect = [_aborted(), None]
+    with pytest.raises(ironic.IronicUnavailable):
+        client.inject_nmi('node')
+    assert fake.node.inject_nmi.call_count == 3
 
 
 # keystoneauth's adapter retry options ([ironic] connect_retries, ...) -----
