@@ -33,7 +33,7 @@ passes. Five ways to run a fleet are drawn: no partition and
 ``servicegroup`` or ``tooz`` membership, and conductor groups with
 ``peer_list`` and ``servicegroup``, ``static`` or ``tooz`` membership; each
 in either divide mode. With tooz, the real plugin heartbeats and reads a
-fake back end with the redis driver's semantics in fleet time (members
+fake back end (tests/fixtures/fake_tooz.py) in fleet time (members
 expire, readers drop expired members, never themselves), and its faults are
 drawn too: a host's heartbeats held while its periods go on, and the back
 end losing every group.
@@ -77,7 +77,6 @@ from nova import exception as nova_exc
 from nova import objects
 from oslo_config import cfg
 import pytest
-from tooz import coordination
 
 from nova_ironic_multi import conf as nim_conf
 from nova_ironic_multi import inventory
@@ -88,6 +87,7 @@ from nova_ironic_multi.membership import toozgroup
 from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import ownership
 from nova_ironic_multi import states
+from nova_ironic_multi.tests.fixtures import fake_tooz
 from nova_ironic_multi.tests import profiles
 
 #: Host names as operators write them: the ring must not care (1866380).
@@ -294,97 +294,6 @@ class Fleet:
                 self.service_is_up(svc))
 
 
-class _Result:
-    """A tooz future that has already completed."""
-
-    def __init__(self, value: Any = None) -> None:
-        self.value = value
-
-    def get(self, timeout: float | None = None) -> Any:
-        return self.value
-
-
-class ToozBackend:
-    """A tooz back end with the redis driver's semantics, in fleet ticks.
-
-    A member is alive while its last heartbeat is at most
-    :data:`TOOZ_TIMEOUT` ticks old; a reader drops the members that are not
-    (but never itself) from the group; the whole store can be lost (a
-    restart without persistence, a flushed database).
-    """
-
-    def __init__(self, fleet: Fleet) -> None:
-        self.fleet = fleet
-        self.groups: dict[bytes, dict[bytes, Any]] = {}
-        self.beats: dict[bytes, int] = {}
-
-    def alive(self, member: bytes) -> bool:
-        beat = self.beats.get(member)
-        return beat is not None and self.fleet.now - beat <= TOOZ_TIMEOUT
-
-    def lose_everything(self) -> None:
-        self.groups.clear()
-        self.beats.clear()
-
-    def leave_all(self, member: bytes) -> None:
-        """A clean stop: the member leaves every group it is in."""
-        for members in self.groups.values():
-            members.pop(member, None)
-        self.beats.pop(member, None)
-
-
-class ToozCoordinator:
-    """One process's coordinator on a :class:`ToozBackend`."""
-
-    def __init__(self, backend: ToozBackend, member: bytes) -> None:
-        self.backend = backend
-        self.member = member
-
-    def _group(self, group: bytes) -> dict[bytes, Any]:
-        members = self.backend.groups.get(group)
-        if members is None:
-            raise coordination.GroupNotCreated(group)
-        return members
-
-    def heartbeat(self) -> float:
-        self.backend.beats[self.member] = self.backend.fleet.now
-        return float(TOOZ_TIMEOUT)
-
-    def create_group(self, group: bytes) -> _Result:
-        if group in self.backend.groups:
-            raise coordination.GroupAlreadyExist(group)
-        self.backend.groups[group] = {}
-        return _Result()
-
-    def join_group(self, group: bytes, capabilities: Any = None) -> _Result:
-        members = self._group(group)
-        if self.member in members:
-            raise coordination.MemberAlreadyExist(group, self.member)
-        members[self.member] = capabilities
-        return _Result()
-
-    def leave_group(self, group: bytes) -> _Result:
-        members = self._group(group)
-        if self.member not in members:
-            raise coordination.MemberNotJoined(group, self.member)
-        del members[self.member]
-        return _Result()
-
-    def update_capabilities(self, group: bytes, capabilities: Any) -> _Result:
-        members = self._group(group)
-        if self.member not in members:
-            raise coordination.MemberNotJoined(group, self.member)
-        members[self.member] = capabilities
-        return _Result()
-
-    def get_members_with_capabilities(self, group: bytes) -> _Result:
-        members = self._group(group)
-        for gone in [m for m in members
-                     if m != self.member and not self.backend.alive(m)]:
-            del members[gone]
-        return _Result(dict(members))
-
-
 class ServiceGroupAPI:
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
@@ -469,8 +378,10 @@ class Churn(stateful.RuleBasedStateMachine):
         #: membership_driver = tooz: the back end, each process's
         #: coordinator, and the hosts whose heartbeats are held (a long GC
         #: pause, a stopped process, a network blip).
-        self.tooz = ToozBackend(self.fleet)
-        self.coordinators: dict[str, ToozCoordinator] = {}
+        # (A member is alive for TOOZ_TIMEOUT whole ticks after its beat.)
+        self.tooz = fake_tooz.Backend(lambda: float(self.fleet.now),
+                                      TOOZ_TIMEOUT + 0.5)
+        self.coordinators: dict[str, fake_tooz.Coordinator] = {}
         self.stalled: set[str] = set()
         #: Why the last refresh of a host failed (NotReady), if it did.
         self.not_ready: dict[str, str] = {}
@@ -529,8 +440,8 @@ class Churn(stateful.RuleBasedStateMachine):
         self._configure(host)
         self.hosts[name] = host
         self.fleet.services[name].updated_at = self.fleet.now
-        self.coordinators[name] = ToozCoordinator(self.tooz,
-                                                  name.lower().encode())
+        self.coordinators[name] = self.tooz.coordinator(
+            name.lower().encode())
         self.stalled.discard(name)
 
     def _beat(self, names: list[str]) -> None:
@@ -644,7 +555,10 @@ class Churn(stateful.RuleBasedStateMachine):
         self.hosts.pop(name, None)
         del self.fleet.services[name]
         # A clean stop leaves the tooz group.
-        self.tooz.leave_all(name.lower().encode())
+        member = name.lower().encode()
+        for members in self.tooz.groups.values():
+            members.pop(member, None)
+        self.tooz.expire(member)
         for node, owner in list(self.fleet.compute_nodes.items()):
             if owner == name:
                 del self.fleet.compute_nodes[node]
@@ -716,7 +630,7 @@ class Churn(stateful.RuleBasedStateMachine):
     def lose_tooz_data(self) -> None:
         """The back end restarts without persistence: groups are gone."""
         self._tick('lose_tooz_data')
-        self.tooz.lose_everything()
+        self.tooz.flush()
 
     @stateful.precondition(lambda self: bool(self.hosts))
     @stateful.rule(data=st.data())
