@@ -23,7 +23,9 @@ Hosts join, leave, die, come back, are disabled and forced down; nodes are
 enrolled, deleted, put into maintenance, moved between conductor groups and
 labelled with shards; shards are renamed, merged, removed and re-added;
 the operator switches ``divide`` between ``nodes`` and ``shards`` and each
-host applies it at its own SIGHUP; instances are scheduled onto any compute
+host applies it at its own SIGHUP; nova-compute hosts of another hypervisor
+start in the same cell (without a compute node until they report one), die
+and start again; instances are scheduled onto any compute
 node row nova has (nova keeps the rows a host stops reporting unless Ironic
 deleted the node, so the scheduler may pick one its host no longer
 manages), reserved by that host later if the node is free and in its scope,
@@ -92,6 +94,8 @@ from nova_ironic_multi.tests import profiles
 
 #: Host names as operators write them: the ring must not care (1866380).
 NAMES = ('host1', 'Host2', 'HOST3', 'host4', 'hOst5')
+#: nova-compute hosts of another hypervisor (libvirt) in the same cell.
+OTHERS = ('libvirt1', 'libvirt2')
 #: Conductor groups with hosts; nodes may also sit in UNSERVED.
 GROUPS = ('rack-a', 'rack-b')
 UNSERVED = 'rack-c'
@@ -180,6 +184,8 @@ class Fleet:
         self.instances: dict[str, Instance] = {}
         #: compute_nodes rows: node -> host.
         self.compute_nodes: dict[str, str] = {}
+        #: Hosts of another hypervisor that have their compute node row.
+        self.other_rows: set[str] = set()
         #: Service UUIDs with this driver's marker in placement.
         self.marked: set[str] = set()
         self._infos: dict[tuple[str, str, str | None, bool],
@@ -276,9 +282,10 @@ class Fleet:
         return self.services.get(host)
 
     def compute_nodes_of(self, ctxt: Any, host: str) -> list[Any]:
-        # Every compute node here is an Ironic node's.
         rows = [types.SimpleNamespace(hypervisor_type='ironic')
                 for owner in self.compute_nodes.values() if owner == host]
+        if host in self.other_rows:
+            rows.append(types.SimpleNamespace(hypervisor_type='QEMU'))
         if not rows:
             raise nova_exc.ComputeHostNotFound(host=host)
         return rows
@@ -382,6 +389,8 @@ class Churn(stateful.RuleBasedStateMachine):
         self.tooz = fake_tooz.Backend(lambda: float(self.fleet.now),
                                       TOOZ_TIMEOUT + 0.5)
         self.coordinators: dict[str, fake_tooz.Coordinator] = {}
+        #: Hosts of another hypervisor whose nova-compute runs.
+        self.others: set[str] = set()
         self.stalled: set[str] = set()
         #: Why the last refresh of a host failed (NotReady), if it did.
         self.not_ready: dict[str, str] = {}
@@ -562,7 +571,9 @@ class Churn(stateful.RuleBasedStateMachine):
         for node, owner in list(self.fleet.compute_nodes.items()):
             if owner == name:
                 del self.fleet.compute_nodes[node]
-        self._reconfigure_group(self._group_of.pop(name))
+        self.others.discard(name)
+        self.fleet.other_rows.discard(name)
+        self._reconfigure_group(self._group_of.pop(name, None))
 
     @stateful.precondition(lambda self: bool(self.hosts))
     @stateful.rule(data=st.data())
@@ -570,11 +581,14 @@ class Churn(stateful.RuleBasedStateMachine):
         self._tick('die')
         self.hosts.pop(data.draw(st.sampled_from(self._alive())))
 
-    @stateful.precondition(
-        lambda self: len(self.fleet.services) > len(self.hosts))
+    def _dead(self) -> list[str]:
+        return sorted(set(self.fleet.services) - set(self.hosts) -
+                      set(OTHERS))
+
+    @stateful.precondition(lambda self: bool(self._dead()))
     @stateful.rule(data=st.data())
     def restart(self, data: st.DataObject) -> None:
-        dead = sorted(set(self.fleet.services) - set(self.hosts))
+        dead = self._dead()
         if not dead:
             return
         self._tick('restart')
@@ -594,9 +608,40 @@ class Churn(stateful.RuleBasedStateMachine):
     def time_passes(self, ticks: int) -> None:
         self._tick('time_passes')
         self.fleet.now += ticks
-        for name in self.hosts:
+        for name in set(self.hosts) | self.others:
             self.fleet.services[name].updated_at = self.fleet.now
         self._beat(self._alive())
+
+    # Other hypervisors ------------------------------------------------------
+
+    @stateful.precondition(lambda self: len(self.others) < len(OTHERS))
+    @stateful.rule(data=st.data())
+    def other_starts(self, data: st.DataObject) -> None:
+        """A libvirt nova-compute starts (new, or crash-looping).
+
+        It has no compute node until its first period, and never this
+        driver's marker.
+        """
+        self._tick('other_starts')
+        name = data.draw(st.sampled_from(sorted(set(OTHERS) - self.others)))
+        svc = self.fleet.services.setdefault(name,
+                                             Service(name, self.fleet.now))
+        svc.updated_at = self.fleet.now
+        self.others.add(name)
+
+    @stateful.precondition(lambda self: bool(self.others -
+                                             self.fleet.other_rows))
+    @stateful.rule(data=st.data())
+    def other_reports(self, data: st.DataObject) -> None:
+        self._tick('other_reports')
+        self.fleet.other_rows.add(data.draw(st.sampled_from(
+            sorted(self.others - self.fleet.other_rows))))
+
+    @stateful.precondition(lambda self: bool(self.others))
+    @stateful.rule(data=st.data())
+    def other_dies(self, data: st.DataObject) -> None:
+        self._tick('other_dies')
+        self.others.discard(data.draw(st.sampled_from(sorted(self.others))))
 
     # tooz -------------------------------------------------------------------
 
@@ -896,7 +941,7 @@ class Churn(stateful.RuleBasedStateMachine):
         for name in sorted(self.pending & set(self.hosts)):
             self._apply(name)
         self.fleet.now += DOWN_TIME + 1
-        for name in self.hosts:
+        for name in set(self.hosts) | self.others:
             self.fleet.services[name].updated_at = self.fleet.now
         # Held heartbeats resume: the fault is over (a resume, counted so).
         RULES[self.RING]['resume'] += len(self.stalled & set(self.hosts))
