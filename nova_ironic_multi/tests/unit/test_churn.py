@@ -56,7 +56,7 @@ Invariants:
 
 The CI profile (``nova_ironic_multi.tests.profiles``) runs at least 10^4
 steps per ring, and fails when a kind of step (a rule, a settled check, a
-settled check in shard mode) was taken fewer than once per 1000 steps;
+settled check in shard mode) was taken fewer than once per 5000 steps;
 ``--hypothesis-profile churn-deep`` runs 2 * 10^5.
 """
 
@@ -1106,5 +1106,5 @@ def test_churn(machine: type[Churn]) -> None:
     rules |= {'remove_shard', 'settled views checked',
               'settled views checked (shards)'}
     # (A period is not ready when a tooz reading is stale: not a rule.)
-    rare = {r: ran[r] for r in rules if ran[r] < steps // 1000}
+    rare = {r: ran[r] for r in rules if ran[r] < max(1, steps // 5000)}
     assert not rare, 'steps rarely or never taken: %s' % rare
