@@ -53,6 +53,7 @@ cached after the reload (an old conductor group with a new peer list). So:
 from __future__ import annotations
 
 from collections.abc import Callable
+import os
 import queue
 import signal
 import threading
@@ -351,11 +352,52 @@ def install_sighup(conf: cfg.ConfigOpts) -> bool:
     worker = threading.Thread(target=_reload_worker, args=(conf, signals),
                               name='nova-ironic-multi-sighup', daemon=True)
     worker.start()
-    # The handler runs between bytecodes of the main thread: only queue.
-    # (A threading.Event deadlocks when handlers nest under a signal storm.)
-    signal.signal(signal.SIGHUP, lambda signo, frame: signals.put(signo))
+    # A Python handler runs between bytecodes of the main thread, which may
+    # sleep in nova's service.wait() while the signal is delivered to
+    # another thread: it then runs only when the main thread next wakes
+    # (seen in e2e: a restarted compute handled its SIGHUP a minute late,
+    # at its SIGTERM). So the C-level handler's wake-up pipe, written at
+    # once from whatever thread received the signal, is read by a thread
+    # of ours that queues the reload; the Python handler does nothing. If
+    # the pipe is someone else's, the handler queues (only queues: a
+    # threading.Event deadlocks when handlers nest under a signal storm).
+    signal.signal(signal.SIGHUP, lambda signo, frame: None)
+    if not _watch_wakeup_fd(signals):
+        signal.signal(signal.SIGHUP, lambda signo, frame: signals.put(signo))
     LOG.info('SIGHUP re-reads the configuration files (mutable options: '
              '%s)', ', '.join('[%s] %s' % k for k in MUTABLE))
+    return True
+
+
+def _watch_wakeup_fd(signals: queue.SimpleQueue[int]) -> bool:
+    """Queue each SIGHUP from the process's signal wake-up pipe.
+
+    Only if nothing else uses the wake-up fd (there is one per process).
+    Returns whether it watches.
+    """
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    try:
+        old = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    except ValueError:
+        os.close(read_fd)
+        os.close(write_fd)
+        return False
+    if old != -1:
+        # Someone else's: give it back and rely on the handler alone.
+        signal.set_wakeup_fd(old)
+        os.close(read_fd)
+        os.close(write_fd)
+        return False
+
+    def watch() -> None:
+        while True:
+            for signo in os.read(read_fd, 512):
+                if signo == signal.SIGHUP:
+                    signals.put(signo)
+
+    threading.Thread(target=watch, name='nova-ironic-multi-sighup-fd',
+                     daemon=True).start()
     return True
 
 

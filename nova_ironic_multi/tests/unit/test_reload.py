@@ -182,6 +182,36 @@ def test_sighup_rereads_the_files_without_stopping(
         listener.gate.release()
 
 
+def test_sighup_reloads_while_the_main_thread_sleeps(
+        state: reload._State,
+        conf_file: tuple[cfg.ConfigOpts, pathlib.Path]) -> None:
+    # nova-compute's main thread sleeps in service.wait(), and the kernel
+    # may deliver SIGHUP to any other thread: the reload must not wait for
+    # the main thread to wake (an e2e compute once handled its SIGHUP only
+    # at its SIGTERM, a minute later).
+    conf, path = conf_file
+    listener = Listener(conf)
+    reload.watch(conf, listener)
+    previous = signal.getsignal(signal.SIGHUP)
+    old_fd = signal.set_wakeup_fd(-1)
+    try:
+        assert reload.install_sighup(conf)
+        path.write_text('[ironic_multi]\npartition_key = rack-z\n'
+                        'peer_list = host1\n')
+        # Blocked in this (the main) thread only, so the kernel hands the
+        # signal to another one while this one sleeps in a C call.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+        try:
+            os.kill(os.getpid(), signal.SIGHUP)
+            assert listener.event.wait(timeout=10)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        assert listener.seen == ['rack-z']
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+        signal.set_wakeup_fd(old_fd)
+
+
 def test_sighup_handler_only_from_the_main_thread(
         state: reload._State,
         conf_file: tuple[cfg.ConfigOpts, pathlib.Path]) -> None:
