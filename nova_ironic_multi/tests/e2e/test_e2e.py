@@ -26,11 +26,19 @@ e. the cloud as its users and operators see it through Keystone: the
    Ironic node, the operator disables and forces down a host, Keystone
    stops for a while, and computes with a wrong password or a region
    without Ironic refuse to start;
+e5. the operator sets ``takeover = fenced`` (SIGHUP); a host with the demo
+   user's servers is killed and fenced (``openstack compute service set
+   --down``): within one period its instances are on the survivors, where
+   the demo user reboots and deletes them; the host comes back, is
+   unfenced and takes only free nodes (the figures of the operations docs:
+   time to manageable, nodes managed twice, instances lost or stuck);
 f. the operator labels the nodes with shards (``nova-ironic-multi shards
    plan|apply``) and switches every host to ``divide = shards`` by SIGHUP:
    each host lists only its shards, a killed host's shards move to the
-   survivors, nova's ``[ironic] shard`` beside it stops a compute at start,
-   and SIGHUP takes them back to ``divide = nodes``;
+   survivors (a killed host that is not fenced keeps its instances), a
+   fenced one's instances move by shard, nova's ``[ironic] shard`` beside
+   it stops a compute at start, and SIGHUP takes them back to ``divide =
+   nodes``;
 and SIGTERM stops the computes cleanly.
 
 Keystone authenticates every service and the operator: the computes find
@@ -60,6 +68,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Iterable, Iterator, Mapping
+from concurrent import futures
 import dataclasses
 import itertools
 import os
@@ -68,6 +77,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from typing import Any
 import uuid
@@ -76,6 +86,7 @@ import pytest
 
 from nova_ironic_multi import rings
 from nova_ironic_multi import sharding
+from nova_ironic_multi.tests.e2e import reports
 from nova_ironic_multi.tests.fixtures import deployment
 from nova_ironic_multi.tests.fixtures import processes
 
@@ -877,15 +888,6 @@ def test_e2_disabled_or_forced_down_host_gives_its_free_nodes_away(
 OUTAGE_PERIOD_BOUND = 2 * PERIOD + 10
 
 
-def log_time(line: str) -> float:
-    """The UNIX time of an oslo.log line (``YYYY-MM-DD HH:MM:SS.mmm``)."""
-    stamp = re.match(r'(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)', line)
-    assert stamp, line
-    return time.mktime(time.strptime(stamp.group(1)[:19],
-                                     '%Y-%m-%d %H:%M:%S')) + float(
-        '0' + stamp.group(1)[19:])
-
-
 def keystone_outage(env: Env, figures: list[str], mode: str) -> None:
     """Keystone stops: every host is NotReady each period, at once.
 
@@ -911,7 +913,7 @@ def keystone_outage(env: Env, figures: list[str], mode: str) -> None:
             assert env.log_lines(host, 'Virt driver is not ready',
                                  marks[host]), host
             # Periods go on at their pace: none waits on retries.
-            times = [log_time(line) for line in lines]
+            times = [reports.log_time(line) for line in lines]
             gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
             assert max(gaps) <= OUTAGE_PERIOD_BOUND, (host, gaps, lines)
             held = env.log_lines(host, r'still failed after \d+ attempts',
@@ -975,6 +977,338 @@ def test_e4_wrong_ironic_credentials_or_catalog_stop_the_compute(
         figures.append('%s: %s' % (host, line[line.index('refuses'):]))
     services = env.nova.services()
     assert not set(cases) & set(services), services
+
+
+# e5. Automatic takeover of a fenced host (takeover = fenced) ------------
+
+#: The documented bound: every instance of a fenced host is manageable on
+#: its new host within one resource period of the fence, plus five seconds.
+FENCE_BOUND = PERIOD + 5
+
+
+def division_for(env: Env, mode: str,
+                 members: Iterable[str]) -> dict[str, str]:
+    """Who should manage each g1 node, in the divide mode ``mode``."""
+    if mode == 'shards':
+        return shard_division(env, members)
+    return env.expected(members, env.plan.g1)
+
+
+def ring_host(env: Env, mode: str, members: Iterable[str],
+              node: str) -> str:
+    """The host the ring names for ``node`` among ``members``."""
+    members = list(members)
+    shard = (env.ironic.node.get(node, fields=['shard']).shard
+             if mode == 'shards' else None)
+    if shard is None:
+        return share(members, [node])[node]
+    counts = {s.name: s.count for s in env.ironic.shard.list()}
+    return sharding.assign(rings.load(RING, members, EXPONENT), counts,
+                           weighted=False)[shard]
+
+
+def enable_fenced_takeover(env: Env) -> None:
+    """``takeover = fenced`` on every host, by SIGHUP (once)."""
+    hosts = [h for h in HOSTS
+             if env.compute(h).partition.get('takeover') != 'fenced']
+    marks = {h: env.compute(h).process.log_size() for h in hosts}
+    for host in hosts:
+        env.compute(host).reconfigure(takeover='fenced')
+        env.compute(host).sighup()
+    for host in hosts:
+        env.wait_log(host, r'Option ironic_multi\.takeover changed from '
+                     r'\[\w+\] to \[fenced\]', marks[host])
+
+
+class RowSampler(threading.Thread):
+    """The cell database's compute node records, twice a second."""
+
+    def __init__(self, env: Env) -> None:
+        super().__init__(name='compute-node-sampler', daemon=True)
+        self.env = env
+        self.samples: list[tuple[float, list[dict[str, Any]]]] = []
+        self.error: Exception | None = None
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            try:
+                self.samples.append((time.time(), self.env.rows()))
+            except Exception as e:   # reported by finish()
+                self.error = e
+                return
+            self._halt.wait(0.5)
+
+    def finish(self) -> None:
+        self._halt.set()
+        self.join(30)
+        if self.error is not None:
+            raise self.error
+
+    def most_duplicates(self) -> int:
+        """The most nodes with two live records in any one sample."""
+        return max((sum(1 for c in collections.Counter(
+            r['hypervisor_hostname'] for r in rows).values() if c > 1)
+            for _, rows in self.samples), default=0)
+
+    def back_on(self, host: str, nodes: Iterable[str]) -> set[str]:
+        """``nodes`` whose record went back to ``host`` after leaving it."""
+        back = set()
+        for node in nodes:
+            left = False
+            for _, rows in self.samples:
+                on = {r['host'] for r in rows
+                      if r['hypervisor_hostname'] == node}
+                if on and host not in on:
+                    left = True
+                elif left and host in on:
+                    back.add(node)
+        return back
+
+
+def log_slice(env: Env, host: str, start: int, end: int | None = None
+              ) -> list[str]:
+    text = env.compute(host).process.log_text(start)
+    if end is not None:
+        text = text[:max(0, end - start)]
+    return text.splitlines()
+
+
+def fenced_takeover(env: Env, figures: list[str], mode: str, victim: str,
+                    count: int) -> None:
+    """kill -9 ``victim`` with ``count`` servers of the demo user and fence
+    it; its instances are manageable on the survivors within one period;
+    the demo user reboots and deletes them there; the victim comes back.
+
+    Prints the figures of the operations docs: time from the fence to
+    every instance manageable, nodes managed by two hosts at once,
+    instances lost or stuck in a task state.
+    """
+    began = time.monotonic()
+    survivors = tuple(h for h in HOSTS if h != victim)
+    env.wait_division(division_for(env, mode, HOSTS),
+                      'g1 divided between the three hosts')
+    # The demo user's servers on the victim: the operator disables the
+    # others for the boots, so the scheduler has no other choice.
+    for host in survivors:
+        env.cli('admin', 'compute', 'service', 'set', '--disable', host,
+                'nova-compute')
+    try:
+        env.wait_division(division_for(env, mode, [victim]),
+                          '%s alone managing the free g1 nodes' % victim)
+        names = ['fenced-%s-%d' % (mode, i) for i in range(count)]
+        for name in names:
+            env.boot(name)
+        for name in names:
+            server = env.wait_active(env.servers[name])
+            assert server['OS-EXT-SRV-ATTR:host'] == victim, (name, server)
+    finally:
+        for host in survivors:
+            env.cli('admin', 'compute', 'service', 'set', '--enable', host,
+                    'nova-compute')
+    env.wait_division(division_for(env, mode, HOSTS),
+                      'g1 divided between the three hosts again')
+    # Every server on the victim moves, the admin's too.
+    on_victim = {sid: s['OS-EXT-SRV-ATTR:hypervisor_hostname']
+                 for sid in env.servers.values()
+                 if (s := env.nova.server(sid))['OS-EXT-SRV-ATTR:host'] ==
+                 victim}
+    assert set(on_victim) >= {env.servers[n] for n in names}, on_victim
+    others = {sid: env.nova.server(sid)['OS-EXT-SRV-ATTR:host']
+              for sid in env.servers.values() if sid not in on_victim}
+    record_ids = env.dep.cell.compute_node_ids()
+    generations = {p['uuid']: p['generation']
+                   for p in env.dep.placement.providers()}
+    marks = {h: env.compute(h).process.log_size() for h in HOSTS}
+    sampler = RowSampler(env)
+    sampler.start()
+    try:
+        # The monitor powers the host off, then fences it in nova.
+        compute = env.compute(victim)
+        killed = time.time()
+        compute.process.signal(signal.SIGKILL)
+        assert compute.process.wait(10) == -signal.SIGKILL
+        env.cli('admin', 'compute', 'service', 'set', '--down', victim,
+                'nova-compute')
+        fenced, fenced_at = time.monotonic(), time.time()
+        moved: dict[str, str] = {}
+
+        def manageable() -> bool:
+            # On a live host, idle and ACTIVE, and its node's record there
+            # too: nova's API and the new host's resource tracker agree.
+            rows = env.db_division()
+            for sid, node in on_victim.items():
+                s = env.nova.server(sid)
+                host = s['OS-EXT-SRV-ATTR:host']
+                if (host not in survivors or rows.get(node) != host or
+                        (s['status'], s['OS-EXT-STS:task_state']) !=
+                        ('ACTIVE', None)):
+                    return False
+                moved[sid] = host
+            return True
+
+        processes.wait_for(
+            '%s\'s instances manageable on %s' % (victim, survivors),
+            manageable, TAKEOVER_TIMEOUT, interval=0.25,
+            alive=[env.compute(h).process for h in survivors])
+        took = time.monotonic() - fenced
+        # Each on the host the ring names for its node, moved by that host
+        # alone, which said so once.
+        acted = {}
+        for sid, node in on_victim.items():
+            assert moved[sid] == ring_host(env, mode, survivors, node), (
+                sid, node, moved[sid])
+            said = {h: env.log_lines(h, r'Took over Ironic node %s with '
+                                     r'instance %s from %s:'
+                                     % (node, sid, victim), marks[h])
+                    for h in survivors}
+            assert {h: len(lines) for h, lines in said.items()} == {
+                h: int(h == moved[sid]) for h in survivors}, said
+            acted[sid] = reports.log_time(said[moved[sid]][0]) - fenced_at
+        stuck = [sid for sid in {**on_victim, **others}
+                 if (s := env.nova.server(sid))['status'] != 'ACTIVE' or
+                 s['OS-EXT-STS:task_state'] is not None]
+        assert not stuck, stuck
+
+        # The demo user manages its servers on their new hosts: reboots
+        # each, deletes all but one (kept through the victim's return).
+        demo = [n for n in names if env.servers[n] in on_victim]
+        kept = demo[0]
+        actions_started = time.monotonic()
+
+        def exercise(name: str) -> None:
+            sid = env.servers[name]
+            env.cli('demo', 'server', 'reboot', '--hard', '--wait', sid)
+            s = env.wait_active(sid)
+            assert s['OS-EXT-SRV-ATTR:host'] == moved[sid], (name, s)
+            assert env.ironic.node.get(on_victim[sid]).power_state == \
+                'power on'
+            if name != kept:
+                node = env.delete(name)
+                freed = env.ironic.node.get(node)
+                assert (freed.instance_uuid, freed.provision_state) == (
+                    None, 'available'), (name, freed)
+
+        with futures.ThreadPoolExecutor(len(demo)) as pool:
+            for job in [pool.submit(exercise, n) for n in demo]:
+                job.result()
+        actions = time.monotonic() - actions_started
+
+        # The victim comes back, still fenced: it manages nothing (its
+        # instances are the survivors' now, its free nodes too)...
+        restart = compute.process.log_size()
+        compute.start()
+        env.periods(victim, restart)
+        assert {re.search(r'Managing (\d+) ', line).group(1)  # type: ignore
+                for line in env.log_lines(victim, r'Managing \d+ Ironic '
+                                          r'nodes', restart)} == {'0'}
+        # ...and, unfenced, takes only its ring share of free nodes.
+        env.cli('admin', 'compute', 'service', 'set', '--up', victim,
+                'nova-compute')
+        unfenced = time.time()
+        env.wait_up(victim)
+        want = division_for(env, mode, HOSTS)
+        env.wait_division(want, '%s back: g1 divided between the three'
+                          % victim)
+        settle = {h: env.compute(h).process.log_size() for h in HOSTS}
+        for host in HOSTS:
+            env.periods(host, settle[host])
+        ended = time.time()
+    finally:
+        sampler.finish()
+    db = env.db_division()
+    assert {n: db.get(n) for n in want} == want
+    kept_id = env.servers[kept]
+    assert env.nova.server(kept_id)['OS-EXT-SRV-ATTR:host'] == moved[kept_id]
+    # Nothing flaps back, and the victim never acts on what moved away.
+    # (A deleted server's node is free: the ring may give it back.)
+    still = [node for sid, node in on_victim.items()
+             if sid in env.servers.values()]
+    back = sampler.back_on(victim, still)
+    assert not back, 'records back on %s: %s' % (victim, back)
+    for sid in on_victim:
+        assert not env.log_lines(victim, sid, restart), (victim, sid)
+
+    # Who managed which node, from every host's periods.
+    spans = [s for h in survivors for s in reports.spans(
+        h, log_slice(env, h, marks[h]), until=ended)]
+    spans += reports.spans(victim, log_slice(env, victim, marks[victim],
+                                             restart), until=killed)
+    spans += reports.spans(victim, log_slice(env, victim, restart),
+                           until=ended)
+    twice = reports.overlaps(spans)
+    during = [o for o in twice if o.start < unfenced]
+    instance_nodes = [o for o in twice if o.node in on_victim.values()]
+    after = [o for o in twice if o.start >= unfenced]
+
+    # No duplicate and no loss: one record and one provider per node, the
+    # same ones as before; allocations for the live servers only.
+    assert_one_row_per_node(env.rows())
+    assert env.dep.cell.compute_node_ids() == record_ids
+    assert_one_provider_per_node(env)
+    providers = {p['uuid']: p['generation']
+                 for p in env.dep.placement.providers()}
+    assert providers.keys() == generations.keys()
+    assert all(providers[u] >= g for u, g in generations.items()), (
+        generations, providers)
+    assert_allocations_only_for_live_servers(env)
+    for sid, host in others.items():
+        assert env.nova.server(sid)['OS-EXT-SRV-ATTR:host'] == host, sid
+    lost = [sid for sid in {**on_victim, **others}
+            if sid in env.servers.values() and (
+                env.ironic.node.get(env.nova.server(sid)[
+                    'OS-EXT-SRV-ATTR:hypervisor_hostname']).instance_uuid !=
+                sid)]
+    assert not lost, lost
+    assert_servers_untouched(env)
+
+    # The kept server, on the host that took it over: deleted at last.
+    node = env.delete(kept)
+    freed = env.ironic.node.get(node)
+    assert (freed.instance_uuid, freed.provision_state) == (None,
+                                                            'available')
+    assert_allocations_only_for_live_servers(env)
+
+    line = (
+        'takeover = fenced (divide = %s), kill -9 %s and fence it: its %d '
+        'instances manageable on %s after %.1fs (target %ds: one period + '
+        '5s; moved at +%s s); nodes managed by two hosts at once: %d during '
+        'the takeover, %d of the moved instances\', %d free node(s) for at '
+        'most %.1fs when %s was unfenced; most duplicate records in a '
+        'sample: %d (%d samples); instances lost or stuck in a task state: '
+        '%d; demo user\'s reboots and deletes on the new hosts %.1fs; '
+        'scenario %.0fs'
+        % (mode, victim, len(on_victim), '/'.join(sorted(set(
+            moved.values()))), took, FENCE_BOUND,
+           '/'.join('%.1f' % t for t in sorted(acted.values())),
+           len(during), len(instance_nodes), len({o.node for o in after}),
+           max((o.seconds for o in after), default=0.0), victim,
+           sampler.most_duplicates(), len(sampler.samples),
+           len(stuck) + len(lost), actions, time.monotonic() - began))
+    figures.append(line)
+    print(line)
+    assert sampler.most_duplicates() == 0
+    assert not instance_nodes, instance_nodes
+    assert not during, during
+    assert_within(took, FENCE_BOUND, 'every instance of the fenced %s '
+                  'manageable again' % victim)
+
+
+def assert_allocations_only_for_live_servers(env: Env) -> None:
+    """Each live server holds one allocation, on its node; nobody else."""
+    consumers: dict[str, set[str]] = collections.defaultdict(set)
+    for p in env.dep.placement.providers():
+        for consumer in env.dep.placement.allocations(p['uuid']):
+            consumers[consumer].add(p['uuid'])
+    want = {sid: {env.nova.server(sid)['OS-EXT-SRV-ATTR:hypervisor_hostname']}
+            for sid in env.servers.values()}
+    assert dict(consumers) == want
+
+
+def test_e5_fenced_host_instances_taken_over_and_managed_by_demo_user(
+        env: Env, figures: list[str]) -> None:
+    enable_fenced_takeover(env)
+    fenced_takeover(env, figures, 'nodes', 'host3', count=3)
 
 
 # f. Dividing the listing by shard ---------------------------------------
@@ -1201,6 +1535,14 @@ def test_f3_nova_shard_option_with_divide_shards_refuses_to_start(
     managed = int(re.search(r'Managing (\d+) Ironic', last).group(1))  # type: ignore
     assert managed == sum(1 for n, h in division.items()
                           if h == 'host2' and n in env.plan.g1), last
+
+
+def test_f3b_fenced_host_in_shard_mode(env: Env,
+                                      figures: list[str]) -> None:
+    # host2 dies: its instances (the admin's on-host2 too) go to host1
+    # (threading mode) and host3 (eventlet mode), by shard.
+    enable_fenced_takeover(env)
+    fenced_takeover(env, figures, 'shards', 'host2', count=2)
 
 
 def test_f4_sighup_back_to_nodes(env: Env) -> None:
