@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 import types
+from typing import Any
 
 from nova.conf import CONF
 
@@ -51,7 +52,7 @@ class Tour(base.IronicCellTestCase):
 
     def setUp(self) -> None:
         self.started = time.monotonic()
-        say('[1/8] Starting a real Ironic (12 nodes in the default conductor '
+        say('[1/9] Starting a real Ironic (12 nodes in the default conductor '
             'group, 6 in "rack-b"), nova (API, conductor, scheduler, '
             'placement) and three nova-compute services with this driver...')
         super().setUp()
@@ -90,10 +91,10 @@ class Tour(base.IronicCellTestCase):
 
     def test_tour(self) -> None:
         self.record('start')
-        say('[2/8] The division, as "nova-ironic-multi ring show" prints it:')
+        say('[2/9] The division, as "nova-ironic-multi ring show" prints it:')
         self.show()
 
-        say('[3/8] Booting three bare-metal servers through the nova API...')
+        say('[3/9] Booting three bare-metal servers through the nova API...')
         flavor = self.baremetal_flavor()
         servers = [self.boot(flavor, host=h) for h in HOSTS]
         for s in servers:
@@ -103,7 +104,9 @@ class Tour(base.IronicCellTestCase):
         self._run_periodics()
         self.record('3 servers')
 
-        say('[4/8] host3 dies: its service is stopped and forced down...')
+        say('[4/9] host3 dies: its service is stopped and forced down; with '
+            '[ironic_multi] takeover = manual (the default) only its free '
+            'nodes move...')
         self.computes['host3'].stop()
         self.stopped.add('host3')
         svc3 = self.service('host3')['id']
@@ -118,7 +121,7 @@ class Tour(base.IronicCellTestCase):
             'host3: %s' % (time.monotonic() - t,
                            self.division_line(self.db_division())))
 
-        say('[5/8] "nova-ironic-multi takeover --from host3 --to host1 '
+        say('[5/9] "nova-ironic-multi takeover --from host3 --to host1 '
             '--execute" hands host3\'s server to host1:')
         out = io.StringIO()
         cli.run(types.SimpleNamespace(name='takeover', source='host3',
@@ -129,7 +132,7 @@ class Tour(base.IronicCellTestCase):
         self._run_periodics_of(('host1', 'host2'))
         self.record('takeover')
 
-        say('[6/8] host3 comes back; the ring gives it its share again...')
+        say('[6/9] host3 comes back; the ring gives it its share again...')
         self.admin_api.put_service_force_down(svc3, False)
         self.computes['host3'] = self.restart_compute_service(
             self.computes['host3'], keep_hypervisor_state=False)
@@ -139,7 +142,9 @@ class Tour(base.IronicCellTestCase):
         division = self.record('host3 back')
         say('      %s' % self.division_line(division))
 
-        say('[7/8] The servers are deleted; then the operator moves the cell '
+        self.fenced_takeover(servers)
+
+        say('[8/9] The servers are deleted; then the operator moves the cell '
             'to conductor group rack-b: nova.conf gets [ironic_multi] '
             'partition_key = rack-b and the services get SIGHUP (in-process '
             'the three share one nova.conf and the same reload path)...')
@@ -147,7 +152,7 @@ class Tour(base.IronicCellTestCase):
             self._delete_server(s)
         self._run_periodics()
         self.reload(partition_key='rack-b', peer_list=','.join(HOSTS),
-                    ring_algorithm='balanced')
+                    ring_algorithm='balanced', takeover='fenced')
         self._run_periodics()
         reported = self.reported()
         say('      now managing only the 6 rack-b nodes: %s; the default '
@@ -158,7 +163,7 @@ class Tour(base.IronicCellTestCase):
         say('      an invalid value (partition_key = "no spaces!") is '
             'rejected and the last good one kept:')
         self.reload(partition_key='no spaces!', peer_list=','.join(HOSTS),
-                    ring_algorithm='balanced')
+                    ring_algorithm='balanced', takeover='fenced')
         for line in str(self.stdlog.logger.output).splitlines():
             if 'rejected the new value' in line:
                 say('      ' + line.split('] ', 1)[-1])
@@ -166,11 +171,12 @@ class Tour(base.IronicCellTestCase):
         self._run_periodics()
         self.record('invalid reload')
 
-        say('[8/8] Summary')
+        say('[9/9] Summary')
         rows = self.assert_no_duplicates()
         say('      %d compute nodes, %d resource providers, no duplicates; '
-            '3 servers built and deleted, one failover, one takeover, two '
-            'reloads' % (len(rows), len(self._get_all_providers())))
+            '3 servers built and deleted, one failover, one manual and one '
+            'automatic takeover, three reloads'
+            % (len(rows), len(self._get_all_providers())))
         with open(self.output, 'w') as f:
             f.write(chart.render('Ironic nodes managed per nova-compute',
                                  self.events, self.series))
@@ -178,6 +184,52 @@ class Tour(base.IronicCellTestCase):
             % os.path.abspath(self.output))
         say('      the whole tour took %.0fs; cleaning up.'
             % (time.monotonic() - self.started))
+
+    def fenced_takeover(self, servers: list[dict[str, Any]]) -> None:
+        """host2 dies and is fenced: one period later a peer has its server.
+        """
+        say('[7/9] Automatic takeover: nova.conf gets [ironic_multi] '
+            'takeover = fenced (SIGHUP); host2 dies and a monitor that '
+            'powered it off fences it ("openstack compute service set '
+            '--down host2 nova-compute")...')
+        self.reload(partition_key='""', peer_list=','.join(HOSTS),
+                    ring_algorithm='balanced', takeover='fenced')
+        (server,) = [s for s in servers
+                     if self.instance_host(s['id']) == 'host2']
+        node = server['OS-EXT-SRV-ATTR:hypervisor_hostname']
+        self.computes['host2'].stop()
+        self.stopped.add('host2')
+        svc2 = self.service('host2')['id']
+        self.admin_api.put_service_force_down(svc2, True)
+        fenced = time.monotonic()
+        self._run_periodics_of(('host1', 'host3'))
+        new = self.instance_host(server['id'])
+        assert new in ('host1', 'host3'), new
+        assert node in self.db_division()[new], (node, new)
+        self.record('host2 fenced')
+        say('      one resource-tracker period later (%.1fs) %s\'s server '
+            '%s is on %s, which logged:' % (time.monotonic() - fenced,
+                                            'host2', server['name'], new))
+        for line in str(self.stdlog.logger.output).splitlines():
+            if 'Took over Ironic node %s' % node in line:
+                say('      ' + line.split('] ', 1)[-1])
+                break
+        server = self._reboot_server(server, hard=True)
+        assert server['OS-EXT-SRV-ATTR:host'] == new, server
+        say('      and the user reboots it through the nova API: %s on %s, '
+            'Ironic says %s' % (server['status'], new,
+                                self.ironic.wait_idle(node).power_state))
+        self.admin_api.put_service_force_down(svc2, False)
+        self.computes['host2'] = self.restart_compute_service(
+            self.computes['host2'], keep_hypervisor_state=False)
+        self.stopped.discard('host2')
+        self._run_periodics()
+        self._run_periodics()
+        division = self.record('host2 back')
+        assert self.instance_host(server['id']) == new
+        say('      host2 is restarted and unfenced: it takes free nodes '
+            'only, the server stays on %s: %s'
+            % (new, self.division_line(division)))
 
     def _run_periodics_of(self, hosts: tuple[str, ...]) -> None:
         with self.cell() as cctxt:
