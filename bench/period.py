@@ -88,6 +88,7 @@ import contextlib
 import dataclasses
 import functools
 import inspect
+import json
 import logging
 import math
 import os
@@ -105,6 +106,7 @@ from bench import scale  # noqa: I100 (patches nova's concurrency first)
 
 import fixtures  # noqa: E402
 from nova.compute import manager as compute_manager  # noqa: E402
+from nova import config as nova_config  # noqa: E402
 from nova import context as nova_context  # noqa: E402
 from nova.db.main import api as main_db_api  # noqa: E402
 from nova.db import migration  # noqa: E402
@@ -118,6 +120,7 @@ from nova.virt import driver as virt_driver  # noqa: E402
 from oslo_db.sqlalchemy import enginefacade  # noqa: E402
 from oslo_db.sqlalchemy import test_fixtures as db_fixtures  # noqa: E402
 from oslo_messaging import conffixture as messaging_conffixture  # noqa: E402
+from oslo_utils import timeutils  # noqa: E402
 from placement import db_api as placement_db  # noqa: E402
 from placement.db.sqlalchemy import migration as placement_migration  # noqa
 from placement.objects import resource_class as placement_resource_class  # noqa
@@ -369,7 +372,7 @@ class Databases:
                 progress('could not drop: %s' % '; '.join(failed))
 
 
-class _Placement(func_fixtures.PlacementFixture):
+class _Placement(func_fixtures.PlacementFixture):  # type: ignore[misc]
     """nova's placement fixture on a database made beforehand."""
 
     def __init__(self, url: str) -> None:
@@ -388,7 +391,7 @@ class Cell:
         self._fixtures = fixtures.Fixture()
         self._fixtures.setUp()
         use = self._fixtures.useFixture
-        scale.nova_config.parse_args(['bench-period'],
+        nova_config.parse_args(['bench-period'],
                                      default_config_files=[],
                                      configure_db=False, init_rpc=False)
         # The compute manager builds RPC clients (never used here).
@@ -445,7 +448,7 @@ class Cell:
 
     def heartbeat(self) -> None:
         service = objects.Service.get_by_compute_host(self.ctxt, HOST)
-        service.last_seen_up = scale.timeutils.utcnow()
+        service.last_seen_up = timeutils.utcnow()
         service.report_count += 1
         service.save()
 
@@ -572,6 +575,8 @@ class Host:
         self.size = size
         self.driver = driver
         self.manager = cell.compute_manager(driver)
+        #: When the last period that refreshed associations ended.
+        self.refreshed = time.monotonic()
         instruments.wrap_driver(self.manager.driver)
 
     def close(self) -> None:
@@ -586,7 +591,10 @@ class Host:
         if kind == REFRESH:
             CONF.set_override('resource_provider_association_refresh', 1,
                               group='compute')
-            time.sleep(1.1)
+            # Every provider was last refreshed before the end of the last
+            # period that refreshed them: once more than a second has passed
+            # since then, all are due.
+            time.sleep(max(0.0, self.refreshed + 1.05 - time.monotonic()))
         else:
             CONF.set_override('resource_provider_association_refresh',
                               NEVER_DUE_S, group='compute')
@@ -601,6 +609,8 @@ class Host:
                                                startup=startup)
         wall = time.perf_counter() - wall0
         cpu = time.process_time() - cpu0
+        if kind != STEADY:
+            self.refreshed = time.monotonic()
         ironic_cpu = (common.process_group_cpu(self.ironic.proc.pid) -
                       ironic_before)
         db_cpu = self.cell.databases.server_cpu() - db_before
@@ -643,6 +653,9 @@ class Plan:
     workers: list[int]
     seed: int
     clone_above: int
+    #: Above this many nodes, only a restart and one steady period a
+    #: driver: the refresh and workers figures come from smaller counts.
+    lean_above: int
 
 
 def measure_size(workdir: str, size: int, order: list[str], plan: Plan,
@@ -671,6 +684,9 @@ def measure_size(workdir: str, size: int, order: list[str], plan: Plan,
                 host = Host(cell, ironic, instruments, errors, size, name)
                 try:
                     runs.append(host.period(RESTART, 1))
+                    if size > plan.lean_above:
+                        runs.append(host.period(STEADY, 1))
+                        continue
                     for _ in range(plan.steady):
                         runs.append(host.period(STEADY, 1))
                     runs.append(host.period(REFRESH, 1))
@@ -803,6 +819,8 @@ class Fit:
     driver: str
     steady_ms: float
     refresh_ms: float
+    #: The node count whose refresh cost was added, when not ``size``.
+    refresh_from: int | None = None
 
     @property
     def average_ms(self) -> float:
@@ -819,17 +837,36 @@ class Fit:
         return int(PERIOD_S * 1e3 / self.average_ms)
 
 
+def _wall_ms(runs: list[PeriodRun]) -> float:
+    return statistics.median(r.per_node_ms(r.wall) for r in runs)
+
+
 def fits(runs: list[PeriodRun]) -> list[Fit]:
+    """Per node count and driver.
+
+    Where a count ran no refresh period, the refresh's extra wall per node
+    comes from the largest smaller count that ran one: that extra is
+    per-node work only (four more placement GETs a node).
+    """
     out = []
     for size in sorted({r.size for r in runs}):
         for driver in (OURS, INTREE):
             steady = _pick(runs, size, driver, STEADY)
-            refresh = _pick(runs, size, driver, REFRESH)
-            if not steady or not refresh:
+            if not steady:
                 continue
-            s = statistics.median(r.per_node_ms(r.wall) for r in steady)
-            f = statistics.median(r.per_node_ms(r.wall) for r in refresh)
-            out.append(Fit(size, driver, s, f))
+            refresh = _pick(runs, size, driver, REFRESH)
+            if refresh:
+                out.append(Fit(size, driver, _wall_ms(steady),
+                               _wall_ms(refresh)))
+                continue
+            smaller = [f for f in out if f.driver == driver and
+                       f.size < size and f.refresh_from is None]
+            if not smaller:
+                continue
+            base = smaller[-1]
+            s = _wall_ms(steady)
+            out.append(Fit(size, driver, s,
+                           s + base.refresh_ms - base.steady_ms, base.size))
     return out
 
 
@@ -838,20 +875,25 @@ def anchors(runs: list[PeriodRun]) -> list[str]:
     for size in sorted({r.size for r in runs}):
         for driver in (OURS, INTREE):
             steady = _pick(runs, size, driver, STEADY)
-            refresh = _pick(runs, size, driver, REFRESH)
-            if not steady or not refresh:
+            if not steady:
                 continue
             s = median_run(steady)
-            f = median_run(refresh)
-            sc, fc = s.per_node_ms(s.cpu), f.per_node_ms(f.cpu)
+            sc = s.per_node_ms(s.cpu)
+            refresh = _pick(runs, size, driver, REFRESH)
+            if refresh:
+                f = median_run(refresh)
+                fc = f.per_node_ms(f.cpu)
+                about_refresh = 'refresh %.1f ms (anchor ~%.0f: x%.2f)' % (
+                    fc, ANCHOR_REFRESH_MS, fc / ANCHOR_REFRESH_MS)
+            else:
+                about_refresh = 'no refresh period run'
             lines.append(
                 '%d nodes, %s: steady %.1f ms cpu a node (anchor ~%.0f: '
-                'x%.2f), refresh %.1f ms (anchor ~%.0f: x%.2f); the driver '
-                '%.1f%% of a steady period\'s cpu (anchor: a few percent), '
-                'its listing (get_available_nodes) %.1f%%' % (
+                'x%.2f), %s; the driver %.1f%% of a steady period\'s cpu '
+                '(anchor: a few percent), its listing (get_available_nodes) '
+                '%.1f%% of the wall' % (
                     size, driver, sc, ANCHOR_STEADY_MS,
-                    sc / ANCHOR_STEADY_MS, fc, ANCHOR_REFRESH_MS,
-                    fc / ANCHOR_REFRESH_MS,
+                    sc / ANCHOR_STEADY_MS, about_refresh,
                     100 * s.parts[DRIVER].cpu / s.cpu,
                     100 * s.methods.get('%s get_available_nodes' % DRIVER,
                                         Account()).wall / s.wall))
@@ -876,16 +918,19 @@ def fit_lines(runs: list[PeriodRun]) -> list[str]:
         lines.append(
             'nodes per host that fit a 60 s period, %s (measured at %d '
             'nodes): %d steady (%.1f ms a node), %d with a refresh every '
-            '300 s (%.1f ms a node on average)' % (
+            '300 s (%.1f ms a node on average%s)' % (
                 f.driver, f.size, f.fit_steady, f.steady_ms, f.fit_average,
-                f.average_ms))
+                f.average_ms,
+                '' if f.refresh_from is None else
+                '; EXTRAPOLATED: the refresh cost per node measured at %d '
+                'nodes' % f.refresh_from))
     return lines
 
 
 # Main ------------------------------------------------------------------------
 
-QUICK = {'nodes': '100,300', 'steady': 1, 'workers': '4'}
-FULL = {'nodes': '1000,10000', 'steady': 2, 'workers': '4'}
+QUICK: dict[str, Any] = {'nodes': '100,300', 'steady': 1, 'workers': '4'}
+FULL: dict[str, Any] = {'nodes': '1000,10000', 'steady': 2, 'workers': '4'}
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -906,6 +951,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         help='above this many nodes, the first start makes '
                         'the rows and providers of --seed nodes and copies '
                         'them for the others (default 2000)')
+    parser.add_argument('--lean-above', type=int, default=2000,
+                        help='above this many nodes, run only a restart and '
+                        'one steady period of each driver; refresh figures '
+                        'are then extrapolated from the largest smaller '
+                        'count (default 2000)')
     parser.add_argument('--seed', type=int, default=100,
                         help='nodes of a cloned first start (default 100)')
     parser.add_argument('--db', default='sqlite',
@@ -913,6 +963,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         '(default) or the URL of a PostgreSQL superuser, '
                         'e.g. postgresql://postgres@127.0.0.1:5432, on '
                         'which to make throwaway databases')
+    parser.add_argument('--json', metavar='PATH',
+                        help='also write every period, as measured, to PATH '
+                        '(a JSON list)')
     parser.add_argument('--keep', action='store_true',
                         help='keep the working directory')
     args = parser.parse_args(argv)
@@ -939,7 +992,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def run(args: argparse.Namespace, workdir: str) -> list[PeriodRun]:
     plan = Plan(args.steady, args.worker_counts, args.seed,
-                args.clone_above)
+                args.clone_above, args.lean_above)
     runs: list[PeriodRun] = []
     databases = Databases(args.db)
     try:
@@ -980,6 +1033,9 @@ def main(argv: list[str]) -> int:
         else:
             shutil.rmtree(workdir, ignore_errors=True)
     report(runs)
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump([dataclasses.asdict(r) for r in runs], f, indent=1)
     return 0
 
 
