@@ -586,8 +586,14 @@ class Host:
         if CONF.compute.update_resources_max_workers != workers:
             CONF.set_override('update_resources_max_workers', workers,
                               group='compute')
-            # The pool is made once, at its first use, with the size then.
-            thread_pool_factory.reset_all_executors()
+            # nova makes the pool once, at its first use, with the size
+            # then: drop it, and the next period makes it anew. (What
+            # reset_all_executors() does, without waiting a second for the
+            # idle workers of every pool to time out.)
+            pool = thread_pool_factory.FACTORY._all_executors.pop(
+                thread_pool_factory.ExecutorType.UPDATE_RESOURCES, None)
+            if pool is not None:
+                pool.shutdown(wait=False)
         if kind == REFRESH:
             CONF.set_override('resource_provider_association_refresh', 1,
                               group='compute')
