@@ -933,6 +933,88 @@ def fit_lines(runs: list[PeriodRun]) -> list[str]:
     return lines
 
 
+# Sizing ----------------------------------------------------------------------
+
+#: The largest share over the mean, by ring: ``balanced`` dividing shards,
+#: with at least three shards a host (``bench shards``: at most 1.10), and
+#: ``compatible``, the in-tree driver's (``bench rings``: about 1.5 with
+#: 100 hosts).
+SHARE = {OURS: 1.10, INTREE: 1.5}
+FLEETS = (10 ** 3, 10 ** 4, 10 ** 5)
+
+
+@dataclasses.dataclass
+class Costs:
+    """Wall milliseconds: a listed node, and nova's work for a managed one."""
+
+    driver: str
+    size: int
+    listing_ms: float
+    nova_ms: float
+
+
+def costs(runs: list[PeriodRun]) -> list[Costs]:
+    """From the largest node count of each driver.
+
+    The listing (``get_available_nodes``) is paid per node *listed*: every
+    node in scope with ``divide = nodes`` and with the in-tree driver, only
+    the host's shards with ``divide = shards``. The rest of a period (the
+    average with refreshes) is paid per node *managed*.
+    """
+    out = []
+    for driver in (OURS, INTREE):
+        mine = [f for f in fits(runs) if f.driver == driver]
+        if not mine:
+            continue
+        fit = mine[-1]
+        steady = _pick(runs, fit.size, driver, STEADY)
+        listing = statistics.median(
+            r.methods.get('%s get_available_nodes' % DRIVER,
+                          Account()).wall * 1e3 / r.nodes for r in steady)
+        out.append(Costs(driver, fit.size, listing,
+                         fit.average_ms - listing))
+    return out
+
+
+def computes(c: Costs, nodes: int, shards: bool) -> int | None:
+    """Fewest hosts whose every period fits 60 s with one host down.
+
+    None when the listing of the whole scope alone takes 60 s.
+    """
+    budget = PERIOD_S * 1e3
+    share = SHARE[c.driver] * nodes
+    if shards:
+        return 1 + math.ceil(share * (c.listing_ms + c.nova_ms) / budget)
+    listing = nodes * c.listing_ms
+    if listing >= budget:
+        return None
+    return 1 + math.ceil(share * c.nova_ms / (budget - listing))
+
+
+def sizing_lines(runs: list[PeriodRun]) -> list[str]:
+    lines = []
+    for c in costs(runs):
+        lines.append(
+            '%s (from %d nodes): %.3f ms a listed node, %.1f ms of nova a '
+            'managed node (a refresh every 300 s included), largest share '
+            '%.2f x the mean' % (c.driver, c.size, c.listing_ms, c.nova_ms,
+                                 SHARE[c.driver]))
+    for nodes in FLEETS:
+        parts = []
+        for c in costs(runs):
+            modes = [(True, 'divide = shards'), (False, 'divide = nodes')]
+            for shards, label in modes if c.driver == OURS else [
+                    (False, 'every host lists every node')]:
+                n = computes(c, nodes, shards)
+                parts.append('%s, %s: %s' % (
+                    c.driver, label,
+                    '%d computes' % n if n is not None else
+                    'none fits (the listing alone takes %.0f s)' % (
+                        nodes * c.listing_ms / 1e3)))
+        lines.append('%d nodes: %s' % (nodes, '; '.join(parts)))
+    return lines
+
+
 # Main ------------------------------------------------------------------------
 
 QUICK: dict[str, Any] = {'nodes': '100,300', 'steady': 1, 'workers': '4'}
@@ -1023,6 +1105,11 @@ def report(runs: list[PeriodRun]) -> None:
     print()
     for line in fit_lines(runs):
         print(line)
+    print()
+    print('Sizing: the fewest nova-compute hosts whose periods fit 60 s with '
+          'one host down (EXTRAPOLATED from the per-node costs above):')
+    for line in sizing_lines(runs):
+        print('  ' + line)
 
 
 def main(argv: list[str]) -> int:
