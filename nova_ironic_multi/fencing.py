@@ -41,6 +41,12 @@ and resource provider) to the host that reports its node.
 
 An instance nova deleted while its host was down (an *orphan*) moves the
 same way, so the new host's reaper tears its node down.
+
+Each instance taken over gets an instance action :data:`ACTION` (``openstack
+server event list``) with one event, ``takeover_from_<old host>``, recorded
+by the host that took it over: what ``ring show`` lists as recent
+takeovers. An instance taken over with a task state set is then recovered
+under that action's request (:mod:`inflight`).
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging
 
+from nova_ironic_multi import inflight
 from nova_ironic_multi import ownership
 
 LOG = logging.getLogger(__name__)
@@ -65,6 +72,9 @@ FENCED = 'fenced'
 #: The task state of an instance a host is taking over.
 CLAIM_PREFIX = 'nim-takeover:'
 BINARY = 'nova-compute'
+#: The instance action of a takeover, and its event's prefix.
+ACTION = inflight.ACTION
+EVENT_PREFIX = 'takeover_from_'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +85,9 @@ class Moved:
     live: frozenset[str] = frozenset()
     #: Deleted instances (orphans) now on this host, for its reaper.
     orphans: frozenset[str] = frozenset()
+    #: Live instances taken over in flight (see :mod:`inflight`): UUID ->
+    #: the request ID of the takeover's instance action.
+    inflight: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.live or self.orphans)
@@ -105,6 +118,23 @@ def candidates(nodes: Iterable[ownership.NodeLike],
     return {n.instance_uuid: n.uuid for n in nodes
             if n.uuid in division.share and n.instance_uuid is not None and
             n.instance_uuid not in mine}
+
+
+def record(instance_uuid: str, old: str, host: str) -> str:
+    """Record the takeover as an instance action; its request ID.
+
+    :raises nova.exception.NovaException:
+    :raises oslo_messaging.MessagingException:
+    """
+    ctxt = nova_context.get_admin_context()
+    event = EVENT_PREFIX + old
+    objects.InstanceAction.action_start(ctxt, instance_uuid, ACTION,
+                                        want_result=False)
+    objects.InstanceActionEvent.event_start(ctxt, instance_uuid, event,
+                                            want_result=False, host=host)
+    objects.InstanceActionEvent.event_finish(ctxt, instance_uuid, event,
+                                             want_result=False)
+    return str(ctxt.request_id)
 
 
 def fenced_hosts(ctxt: Any) -> frozenset[str]:
@@ -194,6 +224,7 @@ class Takeover:
                   members: Collection[str]) -> Moved:
         live: set[str] = set()
         orphans: set[str] = set()
+        in_flight: dict[str, str] = {}
         for inst in instances:
             node = found[inst.uuid]
             if inst.node and inst.node != node:
@@ -221,6 +252,9 @@ class Takeover:
                            'err': e})
                 continue
             (orphans if inst.deleted else live).add(inst.uuid)
+            recover = (not inst.deleted and
+                       inflight.needs_recovery(inst.vm_state,
+                                               inst.task_state))
             LOG.warning('Took over Ironic node %(node)s with %(kind)s '
                         '%(inst)s from %(old)s: nova-compute on %(old)s is '
                         'forced down (fenced) and the ring names this host '
@@ -229,9 +263,17 @@ class Takeover:
                          'host': host,
                          'kind': ('deleted instance' if inst.deleted
                                   else 'instance'),
-                         'state': (' Its task state %s was set before the '
-                                   'fence and is kept: check the server, '
-                                   'then reset it if it stays so.'
-                                   % inst.task_state
-                                   if inst.task_state else '')})
-        return Moved(frozenset(live), frozenset(orphans))
+                         'state': (' It was %s/%s: this host recovers it.'
+                                   % (inst.vm_state, inst.task_state)
+                                   if recover else '')})
+            try:
+                request_id = record(inst.uuid, old, host)
+            except (exception.NovaException,
+                    oslo_messaging.MessagingException) as e:
+                LOG.warning('Cannot record the takeover of instance '
+                            '%(inst)s as an instance action: %(err)s',
+                            {'inst': inst.uuid, 'err': e})
+                request_id = str(nova_context.get_admin_context().request_id)
+            if recover:
+                in_flight[inst.uuid] = request_id
+        return Moved(frozenset(live), frozenset(orphans), in_flight)
