@@ -109,6 +109,43 @@ def parse_claim(task_state: str | None) -> tuple[str, str | None] | None:
     return claimer, original or None
 
 
+class MovedAway(exception.UnexpectedTaskStateError):
+    """A request for an instance that another host took over.
+
+    A subclass of nova's unexpected task state error, the one failure after
+    which nova's manager leaves the instance alone (it reverts no task
+    state: the instance's new host may be acting on it).
+    """
+
+    msg_fmt = ('Instance %(instance_uuid)s is now on host %(host)s, not on '
+               '%(here)s: a request queued for this host while it was down '
+               'is dropped.')
+
+
+def ensure_here(instance: Any, here: str) -> None:
+    """Refuse to act on an instance nova says is on another host.
+
+    A request nova's API queued for a host while it was dead reaches it
+    when it comes back, with the instance as it was then: the instance may
+    have been taken over since. Its record in nova says where it is now.
+
+    :raises MovedAway: it is on another host now.
+    """
+    try:
+        current = objects.Instance.get_by_uuid(
+            nova_context.get_admin_context(), instance.uuid,
+            expected_attrs=[])
+    except exception.InstanceNotFound:
+        return
+    if current.host and current.host.lower() != here.lower():
+        LOG.warning('Instance %(inst)s is now on host %(host)s, not on this '
+                    'one (%(here)s): refusing to act on it',
+                    {'inst': instance.uuid, 'host': current.host,
+                     'here': here})
+        raise MovedAway(instance_uuid=instance.uuid, host=current.host,
+                        here=here, expected=None, actual=None)
+
+
 def candidates(nodes: Iterable[ownership.NodeLike],
                division: ownership.Division,
                mine: Collection[str]) -> dict[str, str]:

@@ -263,6 +263,35 @@ class FencedTakeoverTest(base.DriverTestCase):
         self.period(LIVE)
         self.assertEqual('error', self.instance(uuid).vm_state)
 
+    def test_requests_queued_for_the_fenced_host_act_on_nothing(
+            self) -> None:
+        uuid, node = self.deployed('host2')
+        self.ironic.nodes[node]['power_state'] = states.POWER_ON
+        # The instance as nova's API sent it to host2 while it was dead.
+        stale = self.instance(uuid)
+        self.fence('host2')
+        self.period(LIVE)
+        self.fence('host2', forced_down=False)
+        self.period()
+        driver2 = self.drivers['host2']
+        for act in (lambda: driver2.power_off(stale),
+                    lambda: driver2.power_on(self.ctxt, stale, None),
+                    lambda: driver2.reboot(self.ctxt, stale, None, 'HARD'),
+                    lambda: driver2.unrescue(self.ctxt, stale),
+                    lambda: driver2.rescue(self.ctxt, stale, None, None,
+                                           'pw', None, None)):
+            with self.assertLogs('nova_ironic_multi.fencing', 'WARNING'):
+                # Preempted: nova's manager then reverts no task state.
+                self.assertRaises(exception.UnexpectedTaskStateError, act)
+        self.assertEqual(states.POWER_ON,
+                         self.ironic.nodes[node]['power_state'])
+        self.assertEqual(states.ACTIVE,
+                         self.ironic.nodes[node]['provision_state'])
+        # Its new host acts.
+        self.drivers[self.ring_host(node)].power_off(self.instance(uuid))
+        self.assertEqual(states.POWER_OFF,
+                         self.ironic.nodes[node]['power_state'])
+
     def test_the_fenced_host_returns_and_keeps_off(self) -> None:
         placed = [self.deployed('host2') for _ in range(4)]
         self.fence('host2')
