@@ -55,6 +55,7 @@ from collections.abc import Collection, Iterable, Mapping
 import dataclasses
 from typing import Any
 
+from nova.compute import vm_states
 from nova import context as nova_context
 from nova import exception
 from nova import objects
@@ -223,6 +224,22 @@ def move(instance: Any, host: str, fenced: Collection[str],
     return moved
 
 
+def building(fenced: Collection[str], free: Collection[str],
+             known: Collection[str]) -> list[Any]:
+    """Builds of ``fenced`` hosts on ``free`` nodes (none reserved yet).
+
+    nova records the node of a build when the host claims it; the host
+    reserves it in Ironic later, in spawn. One that died in between leaves
+    a building instance on a node that carries nothing: it moves with the
+    node too, and its new host puts it in ERROR (:mod:`inflight`).
+    """
+    found = objects.InstanceList.get_by_filters(
+        nova_context.get_admin_context(),
+        {'host': sorted(fenced), 'vm_state': [vm_states.BUILDING],
+         'deleted': False}, expected_attrs=[])
+    return [i for i in found if i.node in free and i.uuid not in known]
+
+
 class Takeover:
     """One host's automatic takeover, run once per period."""
 
@@ -244,16 +261,27 @@ class Takeover:
         if not self.enabled():
             return NOTHING
         found = candidates(nodes, division, mine)
-        if not found:
+        # A build the fenced host had claimed a node for but not reserved
+        # it in Ironic yet: the node looks free (see building()).
+        free = frozenset(n.uuid for n in nodes
+                         if n.uuid in division.share and
+                         n.instance_uuid is None)
+        if not found and not free:
             return NOTHING
         try:
             fenced = fenced_hosts(nova_context.get_admin_context())
             if not fenced:
                 return NOTHING
-            ctxt = nova_context.get_admin_context(read_deleted='yes')
-            instances = objects.InstanceList.get_by_filters(
-                ctxt, {'uuid': sorted(found), 'host': sorted(fenced)},
-                expected_attrs=[])
+            instances: list[Any] = []
+            if found:
+                ctxt = nova_context.get_admin_context(read_deleted='yes')
+                instances.extend(objects.InstanceList.get_by_filters(
+                    ctxt, {'uuid': sorted(found), 'host': sorted(fenced)},
+                    expected_attrs=[]))
+            if free:
+                extra = building(fenced, free, found)
+                instances.extend(extra)
+                found = dict(found, **{i.uuid: i.node for i in extra})
         except (exception.NovaException,
                 oslo_messaging.MessagingException) as e:
             LOG.warning('Cannot look for instances of fenced hosts, the next '

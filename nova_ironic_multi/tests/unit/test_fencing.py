@@ -193,6 +193,22 @@ class FencedTakeoverTest(base.DriverTestCase):
                          self.ironic.nodes[node]['provision_state'])
         self.assertEqual([], rpc.mock_calls)
 
+    def test_a_build_with_no_node_reserved_yet_moves_too(self) -> None:
+        # host2 claimed a node for it and died before reserving it.
+        node = self.node_ids[-1]
+        self.assertIsNone(self.ironic.nodes[node]['instance_uuid'])
+        inst = self.make_instance(host='host2', node=node, compute_id=1,
+                                  vm_state='building',
+                                  task_state=task_states.SPAWNING)
+        self.fence('host2')
+        reported = self.period(LIVE)
+        got = self.instance(inst.uuid)
+        new = self.ring_host(node)
+        self.assertEqual((new, 'error', None),
+                         (got.host, got.vm_state, got.task_state))
+        self.assertIn(node, reported[new])
+        self.assertIsNone(self.ironic.nodes[node]['instance_uuid'])
+
     def test_unfinished_actions_are_done_again_by_the_new_host(
             self) -> None:
         deleting, n1 = self.deployed('host2',
