@@ -1183,14 +1183,31 @@ def fenced_takeover(env: Env, figures: list[str], mode: str, victim: str,
             assert s['OS-EXT-SRV-ATTR:host'] == moved[sid], (name, s)
             assert env.ironic.node.get(on_victim[sid]).power_state == \
                 'power on'
+            # The user sees why: the takeover is one of its actions.
+            events = [e['Action'] for e in env.cli(
+                'demo', 'server', 'event', 'list', sid, '-f', 'json')]
+            assert events.count('takeover') == 1, (name, events)
             if name != kept:
                 node = env.delete(name)
                 freed = env.ironic.node.get(node)
                 assert (freed.instance_uuid, freed.provision_state) == (
                     None, 'available'), (name, freed)
 
-        with futures.ThreadPoolExecutor(len(demo)) as pool:
-            for job in [pool.submit(exercise, n) for n in demo]:
+        def ring_show() -> None:
+            # The operator sees each takeover in ring show.
+            partition = {'partition_key': 'g1', 'peer_list': ALL_PEERS,
+                         'divide': mode}
+            shown = env.dep.nova_ironic_multi(partition, 'ring', 'show')
+            listed = {t['instance']: (t['from'], t['to'])
+                      for t in shown['recent_takeovers']
+                      if t['instance'] in on_victim}
+            assert listed == {sid: (victim, host)
+                              for sid, host in moved.items()}, shown
+
+        with futures.ThreadPoolExecutor(len(demo) + 1) as pool:
+            jobs = [pool.submit(exercise, n) for n in demo]
+            jobs.append(pool.submit(ring_show))
+            for job in jobs:
                 job.result()
         actions = time.monotonic() - actions_started
 
@@ -1276,7 +1293,8 @@ def fenced_takeover(env: Env, figures: list[str], mode: str, victim: str,
         'the takeover, %d of the moved instances\', %d free node(s) for at '
         'most %.1fs when %s was unfenced; most duplicate records in a '
         'sample: %d (%d samples); instances lost or stuck in a task state: '
-        '%d; demo user\'s reboots and deletes on the new hosts %.1fs; '
+        '%d; demo user\'s reboots and deletes on the new hosts (and '
+        'ring show) %.1fs; '
         'scenario %.0fs'
         % (mode, victim, len(on_victim), '/'.join(sorted(set(
             moved.values()))), took, FENCE_BOUND,
