@@ -36,6 +36,7 @@ from oslo_log import log as logging
 
 from nova_ironic_multi import conf as nim_conf
 from nova_ironic_multi import consoles
+from nova_ironic_multi import drain
 from nova_ironic_multi import inventory
 from nova_ironic_multi import ironic
 from nova_ironic_multi import loader
@@ -98,6 +99,7 @@ class IronicDriver(virt_driver.ComputeDriver):
         self._power = power.Power(CONF, self._ironic, self._provision)
         self._consoles = consoles.Consoles(CONF, self._ironic,
                                            self._provision)
+        self._drain = drain.Drain(CONF, self._inventory.handover)
         #: From init_host until the first period after nova has looked at
         #: this host's instances: nova's start, which asks each request once.
         self._starting = False
@@ -110,6 +112,8 @@ class IronicDriver(virt_driver.ComputeDriver):
         # host nova passes here is the one that counts.
         self._inventory.host = host
         self._starting, self._instances_processed = True, False
+        # Back after a drain (scale-out): take builds again.
+        drain.reenable(host)
         try:
             # Starts the membership plugin, which checks its own options.
             part = self._inventory.start()
@@ -125,6 +129,8 @@ class IronicDriver(virt_driver.ComputeDriver):
         if not monkey_patch.is_patched():
             # Native threading: oslo.service cannot reload on SIGHUP.
             reload.install_sighup(CONF)
+            # And its SIGTERM handler stays: a drain begins at once.
+            drain.install_sigterm(self)
 
     def _connect_at_start(self) -> None:
         """Stop the service on a wrong ``[ironic]``; wait out an outage.
@@ -160,8 +166,20 @@ class IronicDriver(virt_driver.ComputeDriver):
             return self._ironic.fail_fast()
         return contextlib.nullcontext()
 
+    def sigterm(self) -> None:
+        """SIGTERM arrived (threading mode): begin a drain (:mod:`drain`).
+
+        With drain_on_stop, no new builds from now on.
+        """
+        self._drain.begin(self._inventory.host)
+
     def cleanup_host(self, host: str) -> None:
-        self._inventory.stop()
+        # nova has waited for the operations under way and runs no more
+        # periodic tasks: with drain_on_stop, hand the instances over.
+        try:
+            self._drain.run(host)
+        finally:
+            self._inventory.stop()
 
     # The division -----------------------------------------------------------
 

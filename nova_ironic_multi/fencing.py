@@ -115,14 +115,21 @@ def fenced_hosts(ctxt: Any) -> frozenset[str]:
 
 
 def move(instance: Any, host: str, fenced: Collection[str],
-         members: Collection[str]) -> bool:
-    """Take ``instance`` over from its fenced host; True if this call did.
+         members: Collection[str], to: str | None = None) -> bool:
+    """Move ``instance`` from one of ``fenced`` to ``to``; True if this call
+    did.
+
+    ``host`` claims the instance, and takes it itself unless ``to`` names
+    another host: a draining host (:mod:`drain`) hands its own instances
+    to its peers the same way, ``fenced`` being itself.
 
     Never retried: a write that fails leaves the instance for the next
     period (a claim this host holds is finished then).
 
-    :param fenced: lower-cased names of the fenced hosts.
+    :param fenced: lower-cased names of the hosts the instance may be moved
+        from (the fenced hosts, or the draining host).
     :param members: the live peers (lower-cased), as the ring knows them.
+    :param to: the host the instance moves to; ``host`` when None.
     :raises nova.exception.InstanceUpdateConflict: another writer (a peer,
         nova's API) changed the task state first: this host lost.
     """
@@ -143,7 +150,7 @@ def move(instance: Any, host: str, fenced: Collection[str],
     # instance shows the host as it is now.
     moved = (instance.host or '').lower() in fenced
     if moved:
-        instance.host = host
+        instance.host = to or host
     instance.task_state = original
     instance.save(expected_task_state=[claim])
     return moved

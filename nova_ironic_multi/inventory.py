@@ -35,6 +35,7 @@ that waited for another's refresh uses its result.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Mapping
 import contextlib
@@ -53,6 +54,7 @@ import oslo_messaging
 
 from nova_ironic_multi import abandoned
 from nova_ironic_multi import division as division_mod
+from nova_ironic_multi import drain
 from nova_ironic_multi import fencing
 from nova_ironic_multi import ironic
 from nova_ironic_multi import leftovers
@@ -358,9 +360,9 @@ class Inventory:
             on_nodes = {n.instance_uuid for n in nodes
                         if n.instance_uuid is not None and
                         ownership.in_scope(n, part.scope)}
-            found = self._orphans.find(self.host, on_nodes, mine)
             members = (shards.members if shards is not None else
                        self.membership(part).live_peers(part))
+            found = self._orphans.find(self.host, on_nodes, mine, members)
         try:
             # The division the operator command computes too. An orphan
             # stays with the host of its deleted instance, so nova's reaper
@@ -396,6 +398,56 @@ class Inventory:
         self._log_change(snapshot, len(nodes), listed_at - started,
                          time.monotonic() - listed_at)
         return snapshot
+
+    def handover(self, eligible: Callable[[frozenset[str]], frozenset[str]]
+                 ) -> drain.Plan:
+        """Where this host's instances go when it drains (:mod:`drain`).
+
+        The ring of a period, with the same input (every node in scope and,
+        with ``divide = shards``, the same shard counts), over the live
+        peers without this host that ``eligible`` keeps. Every request is
+        asked once: the service is stopping.
+
+        :param eligible: members -> the ones that may take instances.
+        :raises NotReady: Ironic, nova or the membership back end cannot
+            answer, or the configuration cannot be enforced.
+        """
+        try:
+            part = self.current_partition()
+        except partition.InvalidPartition as e:
+            raise NotReady(str(e)) from e
+        with self._ironic.fail_fast():
+            try:
+                counts = self._ironic.shards() if part.by_shard else None
+                nodes = self._ironic.list_nodes(part.scope,
+                                                with_shard=part.by_shard)
+            except ironic.IronicError as e:
+                raise NotReady('cannot list Ironic nodes: %s' % e) from e
+        in_scope = [n for n in nodes if ownership.in_scope(n, part.scope)]
+        ctxt = nova_context.get_admin_context()
+        with _peers_or_not_ready():
+            # After the listing, never before (nova bug 1841481).
+            mine = set(objects.InstanceList.get_uuids_by_host(ctxt,
+                                                              self.host))
+            members = eligible(self.membership(part).live_peers(part) -
+                               {part.host})
+            found = orphans.Orphans().find(
+                self.host, {n.instance_uuid for n in in_scope
+                            if n.instance_uuid is not None}, mine, members)
+        keep = mine | found.orphans
+        try:
+            destinations = (division_mod.placement(
+                in_scope, members, part, counts, self._rings)
+                if members else {})
+        except loader.PluginNotFound as e:
+            raise NotReady(str(e)) from e
+        return drain.Plan(
+            members=members,
+            instances=types.MappingProxyType(
+                {n.instance_uuid: n.uuid for n in in_scope
+                 if n.instance_uuid is not None and
+                 n.instance_uuid in keep}),
+            destinations=types.MappingProxyType(destinations))
 
     def _divide(self, part: partition.Partition,
                 nodes: list[nodeinfo.NodeInfo], mine: set[str],
