@@ -71,6 +71,8 @@ class Host:
     #: Why its service does not run this driver, or None (it does, or it
     #: was not read).
     foreign: str | None = None
+    #: The cell of its service (None: not read).
+    cell: str | None = None
 
     @property
     def state(self) -> str:
@@ -133,7 +135,7 @@ def zones(ctxt: Any, hosts: Collection[str]) -> dict[str, str]:
 def record(svc: Any, up: bool | None, reported: Iterable[str],
            other_types: Collection[str],
            marked: frozenset[str] | marker.MarkerError,
-           zone: str | None) -> Host:
+           zone: str | None, cell: str | None = None) -> Host:
     """A nova-compute service as the division and ``takeover`` see it.
 
     :param reported: its Ironic compute nodes (node UUIDs).
@@ -150,7 +152,7 @@ def record(svc: Any, up: bool | None, reported: Iterable[str],
             ','.join(sorted(other_types)) or None)
     return Host(svc.host.lower(), svc.host, up, bool(svc.disabled),
                 bool(svc.forced_down), reported=set(reported), zone=zone,
-                foreign=foreign)
+                foreign=foreign, cell=cell)
 
 
 @dataclasses.dataclass
@@ -390,7 +392,8 @@ def gather(conf: cfg.ConfigOpts, shards: bool = False) -> Fleet:
         hosts[svc.host.lower()] = record(
             svc, bool(api.service_is_up(svc)),
             nova.ironic_hosts.get(svc.host, ()),
-            nova.other_types.get(svc.host, ()), marked, zone[svc.host])
+            nova.other_types.get(svc.host, ()), marked, zone[svc.host],
+            nova.host_cells.get(svc.host.lower()))
     for name in (set(nova.instance_hosts.values()) |
                  set(nova.deleted_hosts.values()) | live) - {''}:
         hosts.setdefault(name, Host(name, None, None, False, False))

@@ -153,8 +153,8 @@ def refusal(source: fleet_mod.Host, dest: fleet_mod.Host,
 
     The one rule of the command and of the destinations ``ring show``
     names: the destination is up and enabled, runs this driver, is in the
-    source's availability zone, and serves the conductor group (and, with
-    ``divide = nodes``, the shard) of every node that moves.
+    source's cell and availability zone, and serves the conductor group
+    (and, with ``divide = nodes``, the shard) of every node that moves.
 
     :param moving: the nodes that would move, as Ironic has them.
     :param by_shard: ``divide = shards`` (nova's static shard scope unused).
@@ -173,6 +173,12 @@ def refusal(source: fleet_mod.Host, dest: fleet_mod.Host,
                 'hypervisor: a delete would remove the server in nova and '
                 'leave the node deployed. Choose a host that runs '
                 'nova-ironic-multi' % (name, dest.foreign))
+    if dest.cell != source.cell:
+        return ('the destination %s is in cell %r and the source %s in %r: '
+                'a host manages only the instances of its own cell. Choose '
+                'a destination in cell %r'
+                % (name, dest.cell, source.service_host or source.name,
+                   source.cell, source.cell))
     if dest.zone != source.zone:
         return ('the destination %s is in availability zone %r and the '
                 'source %s in %r: the instances would change zone. Choose '

@@ -232,6 +232,17 @@ def test_advice_names_only_hosts_of_the_zone_that_run_this_driver(
     assert "none in conductor group 'a'" in refused['hostb']
 
 
+def test_advice_names_only_hosts_of_the_source_cell() -> None:
+    f = Fleet(up=False, forced_down=True, cell='cell1')
+    f.hosts['host1'].cell = 'cell1'
+    f.hosts['host2'].cell = 'cell2'
+    data, _ = show(f.build())
+    assert '(HOST one of: host1)' in data['advice']['host3']
+    assert ("the destination host2 is in cell 'cell2' and the source "
+            "host3 in 'cell1'") in (
+        data['takeover']['host3']['destinations']['host2'])
+
+
 def test_no_destination_of_the_zone_means_no_takeover_advised() -> None:
     f = Fleet(up=False, forced_down=True, zone='az3')
     fleet = f.build()
