@@ -38,6 +38,10 @@ drain_on_stop = true`` (read when the service stops), stopping nova-compute
    first, this host leaves it alone. The peer's next period manages the
    node (its instance is the peer's now: ownership rule 1) and nova's
    resource tracker moves the compute node record, same UUID and provider.
+   An instance whose action was cut short (a task state still set) gets
+   an instance action :data:`inflight.HANDOVER` first; the peer that finds
+   it among its instances recovers it as after a takeover
+   (:mod:`inflight`).
 4. The process exits. Started again, the host enables its service if it is
    still disabled for the drain (:func:`reenable`), and claims its share of
    the free nodes; the instances stay where they went.
@@ -66,6 +70,7 @@ from oslo_log import log as logging
 import oslo_messaging
 
 from nova_ironic_multi import fencing
+from nova_ironic_multi import inflight
 
 LOG = logging.getLogger(__name__)
 
@@ -285,6 +290,25 @@ class Drain:
         return result
 
     @staticmethod
+    def _record(instance_uuid: str) -> None:
+        """Record the hand-over of an instance in flight.
+
+        Its new host recovers it under this action
+        (:func:`inflight.handed_over`).
+        """
+        ctxt = nova_context.get_admin_context()
+        try:
+            objects.InstanceAction.action_start(
+                ctxt, instance_uuid, inflight.HANDOVER, want_result=False)
+        except (exception.NovaException,
+                oslo_messaging.MessagingException) as e:
+            LOG.error('Draining: cannot record the hand-over of instance '
+                      '%(inst)s (%(err)s): its new host will not recover '
+                      'the action it is in the middle of; reset its state '
+                      'once it is handed over.',
+                      {'inst': instance_uuid, 'err': e})
+
+    @staticmethod
     def _instances(host: str, plan: Plan) -> list[Any]:
         if not plan.instances:
             return []
@@ -318,6 +342,12 @@ class Drain:
                 left.add(inst.uuid)
                 continue
             state = inst.task_state
+            recover = (not inst.deleted and
+                       inflight.needs_recovery(inst.vm_state, state))
+            if recover:
+                # Before the move: the new host's first period that finds
+                # the instance also finds the action, and recovers it.
+                self._record(inst.uuid)
             try:
                 if not fencing.move(inst, host, me, plan.members, to=dest):
                     continue
@@ -344,10 +374,10 @@ class Drain:
                       'host': host,
                       'kind': ('deleted instance' if inst.deleted
                                else 'instance'),
-                      'state': (' Its task state %s, still set when the '
-                                'operations under way were waited for, is '
-                                'kept: check the server, then reset it if '
-                                'it stays so.' % state if state else '')})
+                      'state': (' It was %s/%s when the operations under '
+                                'way were waited for: its new host '
+                                'recovers it.' % (inst.vm_state, state)
+                                if recover else '')})
         return Result(moved, frozenset(left))
 
 

@@ -37,6 +37,7 @@ from oslo_log import log as logging
 from nova_ironic_multi import conf as nim_conf
 from nova_ironic_multi import consoles
 from nova_ironic_multi import drain
+from nova_ironic_multi import fencing
 from nova_ironic_multi import inventory
 from nova_ironic_multi import ironic
 from nova_ironic_multi import loader
@@ -310,6 +311,13 @@ class IronicDriver(virt_driver.ComputeDriver):
                 destroy_secrets: bool = True) -> None:
         self._provision.teardown(instance, network_info, block_device_info)
 
+    def _here(self, instance: Any) -> None:
+        """Act only on an instance of this host (see fencing.ensure_here).
+
+        :raises fencing.MovedAway:
+        """
+        fencing.ensure_here(instance, self._inventory.host)
+
     def rebuild(self, context: Any, instance: Any, image_meta: Any,
                 injected_files: Any, admin_password: Any, allocations: Any,
                 bdms: Any, detach_block_devices: Any,
@@ -317,6 +325,7 @@ class IronicDriver(virt_driver.ComputeDriver):
                 evacuate: bool = False, block_device_info: Any = None,
                 preserve_ephemeral: bool = False, accel_uuids: Any = None,
                 reimage_boot_volume: bool = False) -> None:
+        self._here(instance)
         # nova's API asks to re-image the boot volume on every rebuild from
         # microversion 2.93, so the instance's own root device decides.
         if volumes.root_is_volume(block_device_info, bdms):
@@ -334,9 +343,11 @@ class IronicDriver(virt_driver.ComputeDriver):
     def rescue(self, context: Any, instance: Any, network_info: Any,
                image_meta: Any, rescue_password: Any,
                block_device_info: Any, share_info: Any) -> None:
+        self._here(instance)
         self._provision.rescue(instance, rescue_password)
 
     def unrescue(self, context: Any, instance: Any) -> None:
+        self._here(instance)
         self._provision.unrescue(instance)
 
     # Migration --------------------------------------------------------------
@@ -357,15 +368,18 @@ class IronicDriver(virt_driver.ComputeDriver):
                reboot_type: str, block_device_info: Any = None,
                bad_volumes_callback: Any = None, accel_info: Any = None,
                share_info: Any = None) -> None:
+        self._here(instance)
         self._power.reboot(instance, soft=(reboot_type == 'SOFT'))
 
     def power_off(self, instance: Any, timeout: int = 0,
                   retry_interval: int = 0) -> None:
+        self._here(instance)
         self._power.power_off(instance, timeout)
 
     def power_on(self, context: Any, instance: Any, network_info: Any,
                  block_device_info: Any = None, accel_info: Any = None,
                  share_info: Any = None) -> None:
+        self._here(instance)
         self._power.power_on(instance)
 
     def power_update_event(self, instance: Any,
@@ -385,6 +399,7 @@ class IronicDriver(virt_driver.ComputeDriver):
         instance.save(expected_task_state=expected)
 
     def trigger_crash_dump(self, instance: Any) -> None:
+        self._here(instance)
         self._power.crash_dump(instance)
 
     # Networks -------------------------------------------------------------

@@ -25,8 +25,11 @@ One refresh is the whole flow of a period:
 6. with ``takeover = fenced``, take over the instances of forced down
    hosts on the nodes the ring gives this host (see :mod:`fencing`);
 7. remove volume targets left on free nodes once Ironic is done with them
-   (a few nodes per period: see :mod:`leftovers`), and undo the deploys
-   spawn gave up on but could not undo (see :mod:`abandoned`).
+   (a few nodes per period: see :mod:`leftovers`), undo the deploys
+   spawn gave up on but could not undo (see :mod:`abandoned`), and
+   recover the instances taken over (or handed over by a draining peer)
+   in the middle of an action (see :mod:`inflight`), once the new division
+   is in force.
 
 The result is an immutable snapshot, swapped in whole: readers never lock
 and never see half a refresh. Only one refresh runs at a time; a caller
@@ -56,6 +59,7 @@ from nova_ironic_multi import abandoned
 from nova_ironic_multi import division as division_mod
 from nova_ironic_multi import drain
 from nova_ironic_multi import fencing
+from nova_ironic_multi import inflight
 from nova_ironic_multi import ironic
 from nova_ironic_multi import leftovers
 from nova_ironic_multi import loader
@@ -157,6 +161,9 @@ class Inventory:
         self._leftovers = leftovers.LeftoverTargets(client)
         self._abandoned = abandoned.AbandonedDeploys(client)
         self._takeover = fencing.Takeover(conf)
+        self._recovery = inflight.Recovery(client)
+        #: This host's instances as of the last period (None: none yet).
+        self._known: frozenset[str] | None = None
         #: Nodes last logged as orphans, and as carrying unknown instances.
         self._orphaned: frozenset[str] = frozenset()
         self._unknown: frozenset[str] = frozenset()
@@ -312,6 +319,13 @@ class Inventory:
             except Exception:
                 LOG.exception('Undoing deploys given up on failed; the next '
                               'period tries again')
+            # After the swap: what a recovery casts to this host's manager
+            # finds the taken over nodes among this host's.
+            try:
+                self._recovery.sweep(self.host)
+            except Exception:
+                LOG.exception('Recovering instances taken over in flight '
+                              'failed; the next period tries again')
             return snapshot
 
     def _compute(self) -> Snapshot:
@@ -382,6 +396,7 @@ class Inventory:
                 moved = fencing.NOTHING
             if moved:
                 mine |= moved.live
+                self._recovery.note(moved.inflight)
                 self._orphans.forget(moved.orphans)
                 found = orphans.Found(found.orphans | moved.orphans,
                                       found.unknown)
@@ -390,6 +405,7 @@ class Inventory:
         except loader.PluginNotFound as e:
             LOG.error('%s', e)
             raise NotReady(str(e)) from e
+        self._handed_over(ctxt, mine)
         owned = {n.uuid: n for n in nodes if n.uuid in division.owned}
         self._report(nodes, found, division)
         snapshot = Snapshot(types.MappingProxyType(owned), _index(owned),
@@ -398,6 +414,28 @@ class Inventory:
         self._log_change(snapshot, len(nodes), listed_at - started,
                          time.monotonic() - listed_at)
         return snapshot
+
+    def _handed_over(self, ctxt: nova_context.RequestContext,
+                     mine: set[str]) -> None:
+        """Recover the instances a draining peer handed over in flight.
+
+        Only those new since the last period are looked at (none in the
+        first: nova's start recovers what it finds then).
+        """
+        known, self._known = self._known, frozenset(mine)
+        if known is None:
+            return
+        new = mine - known
+        if not new:
+            return
+        try:
+            self._recovery.note(inflight.handed_over(ctxt, self.host, new))
+        except (nova_exc.NovaException,
+                oslo_messaging.MessagingException) as e:
+            LOG.warning('Cannot tell whether the instances new on this host '
+                        'were handed over in flight, the next period looks '
+                        'again: %s', e)
+            self._known = frozenset(mine - new)
 
     def handover(self, eligible: Callable[[frozenset[str]], frozenset[str]]
                  ) -> drain.Plan:

@@ -31,6 +31,7 @@ from nova import objects
 from nova import servicegroup
 from oslo_config import cfg
 
+from nova_ironic_multi.cmd import takeovers
 from nova_ironic_multi import division as division_mod
 from nova_ironic_multi import ironic
 from nova_ironic_multi import loader
@@ -175,6 +176,8 @@ class Fleet:
     #: Where one Ironic scope is served from more than one cell
     #: (:func:`cell_conflicts`).
     cell_conflicts: list[str] = dataclasses.field(default_factory=list)
+    #: The latest automatic takeovers, newest first (:mod:`takeovers`).
+    takeovers: list[Any] = dataclasses.field(default_factory=list)
 
     @property
     def unknown(self) -> list[nodeinfo.NodeInfo]:
@@ -405,7 +408,8 @@ def gather(conf: cfg.ConfigOpts, shards: bool = False) -> Fleet:
     fleet = Fleet(part, nodes, nova.instance_hosts, hosts, members, ring,
                   deleted_hosts=nova.deleted_hosts, client=client,
                   shard_counts=counts, ring_cache=cache,
-                  cell_conflicts=conflicts)
+                  cell_conflicts=conflicts,
+                  takeovers=takeovers.recent(cells))
     divide(fleet)
     return fleet
 

@@ -149,6 +149,7 @@ def show(fleet: fleet_mod.Fleet, out: TextIO, fmt: str) -> int:
                             'destinations': by_dest}
                      for name, by_dest in refused.items()},
         'cell_conflicts': list(fleet.cell_conflicts),
+        'recent_takeovers': [t.as_dict() for t in fleet.takeovers],
     }
     text = [
         'Scope: %s; peers: %s; membership: %s; ring: %s' % (
@@ -201,6 +202,15 @@ def show(fleet: fleet_mod.Fleet, out: TextIO, fmt: str) -> int:
                  output.table(['NODE', 'UNKNOWN INSTANCE', 'LOGGED BY'],
                               [[u['node'], u['instance'],
                                 u['logged_by'] or '-'] for u in unknown])]
+    if fleet.takeovers:
+        text += ['', 'Recent automatic takeovers of fenced hosts\' instances '
+                 '(newest first; "openstack server event list" shows each '
+                 'as a takeover action):',
+                 output.table(['TIME', 'INSTANCE', 'FROM', 'TO', 'CELL'],
+                              [[t.at.strftime('%Y-%m-%d %H:%M:%S')
+                                if t.at else '-', t.instance, t.source,
+                                t.destination, t.cell]
+                               for t in fleet.takeovers])]
     if fleet.partition.by_shard:
         data['shards'], shard_text = shards.section(fleet)
         text += ['', shard_text]

@@ -18,6 +18,7 @@ import signal
 import threading
 from unittest import mock
 
+from nova.compute import rpcapi as compute_rpcapi
 from nova.compute import task_states
 from nova import context as nova_context
 from nova import objects
@@ -124,6 +125,38 @@ class DrainTest(base.DriverTestCase):
         inst = self.instance(uuid)
         self.assertEqual((self.ring_host(node), task_states.REBOOTING),
                          (inst.host, inst.task_state))
+
+    def test_a_server_handed_over_in_flight_is_recovered_by_its_new_host(
+            self) -> None:
+        stopping, node = self.deployed('host3',
+                                       task_state=task_states.POWERING_OFF)
+        quiet, _ = self.deployed('host3')
+        new = self.ring_host(node)
+        self.drivers['host3'].cleanup_host('host3')
+        self.assertEqual(task_states.POWERING_OFF,
+                         self.instance(stopping).task_state)
+        # A build scheduled to a peer meanwhile is nova's, not recovered.
+        build = self.make_instance(host=new, vm_state='building',
+                                   task_state=task_states.SPAWNING)
+        with mock.patch.object(compute_rpcapi, 'ComputeAPI') as rpc:
+            self.period(PEERS)
+        api = rpc.return_value
+        self.assertEqual(['stop_instance'], [c[0] for c in api.mock_calls])
+        ctxt, inst = api.stop_instance.call_args.args
+        self.assertEqual((stopping, new), (inst.uuid, inst.host))
+        # Cast under the hand-over's instance action, recorded by host3.
+        action = objects.InstanceAction.get_by_request_id(
+            self.ctxt, stopping, ctxt.request_id)
+        self.assertEqual('handover', action.action)
+        self.assertEqual([], list(objects.InstanceActionList
+                                  .get_by_instance_uuid(self.ctxt, quiet)))
+        got = self.instance(build.uuid)
+        self.assertEqual(('building', task_states.SPAWNING),
+                         (got.vm_state, got.task_state))
+        # Once: the next period casts nothing more.
+        with mock.patch.object(compute_rpcapi, 'ComputeAPI') as rpc:
+            self.period(PEERS)
+        self.assertEqual([], rpc.mock_calls)
 
     def test_off_by_default_nothing_moves(self) -> None:
         base.CONF.clear_override('drain_on_stop', group='ironic_multi')
