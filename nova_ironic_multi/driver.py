@@ -132,6 +132,10 @@ class IronicDriver(virt_driver.ComputeDriver):
             reload.install_sighup(CONF)
             # And its SIGTERM handler stays: a drain begins at once.
             drain.install_sigterm(self)
+        else:
+            # oslo.service owns the handlers: SIGTERM is seen at once
+            # through the wake-up pipe, so a drain begins then too.
+            drain.watch_sigterm(self)
 
     def _connect_at_start(self) -> None:
         """Stop the service on a wrong ``[ironic]``; wait out an outage.
@@ -168,7 +172,7 @@ class IronicDriver(virt_driver.ComputeDriver):
         return contextlib.nullcontext()
 
     def sigterm(self) -> None:
-        """SIGTERM arrived (threading mode): begin a drain (:mod:`drain`).
+        """SIGTERM arrived: begin a drain (:mod:`drain`).
 
         With drain_on_stop, no new builds from now on.
         """
