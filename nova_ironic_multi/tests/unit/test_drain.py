@@ -16,8 +16,8 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import uuid as uuidlib
 from unittest import mock
+import uuid as uuidlib
 
 from nova.compute import rpcapi as compute_rpcapi
 from nova.compute import task_states
