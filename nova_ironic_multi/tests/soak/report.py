@@ -51,20 +51,27 @@ def requests_table(counts: Mapping[str, Mapping[str, int]]) -> list[str]:
 
 def faults_table(counts: Mapping[str, int],
                  converge: Mapping[str, Sequence[float]],
-                 unconverged: Mapping[str, int]) -> list[str]:
-    """Faults by kind, then the time to converge after each transition."""
+                 unconverged: Mapping[str, int],
+                 cut_short: Mapping[str, int] | None = None) -> list[str]:
+    """Faults by kind, then the time to converge after each transition.
+
+    ``cut_short``: transitions the next one came before they converged
+    (the fault was held shorter than that), not counted as converged nor
+    as not converged.
+    """
+    cut_short = cut_short or {}
     lines = _grid(['faults', 'count'], sorted(counts.items()) + [
         ('all', sum(counts.values()))])
     rows = []
-    for label in sorted(set(converge) | set(unconverged)):
+    for label in sorted(set(converge) | set(unconverged) | set(cut_short)):
         times = sorted(converge.get(label, []))
         rows.append([
             label, len(times),
             '%.1f' % statistics.median(times) if times else '-',
             '%.1f' % times[-1] if times else '-',
-            unconverged.get(label, 0)])
+            unconverged.get(label, 0), cut_short.get(label, 0)])
     lines += [''] + _grid(['converged after', 'n', 'median s', 'max s',
-                           'not converged'], rows)
+                           'not converged', 'held shorter'], rows)
     return lines
 
 
@@ -72,9 +79,10 @@ def table(requests: Mapping[str, Mapping[str, int]],
           faults: Mapping[str, int],
           converge: Mapping[str, Sequence[float]],
           unconverged: Mapping[str, int],
-          violations: Sequence[str], header: str) -> str:
+          violations: Sequence[str], header: str,
+          cut_short: Mapping[str, int] | None = None) -> str:
     lines = [header, ''] + requests_table(requests) + [''] + faults_table(
-        faults, converge, unconverged) + ['', 'violations: %d' % len(
-            violations)]
+        faults, converge, unconverged, cut_short) + [
+            '', 'violations: %d' % len(violations)]
     lines += ['  ' + v for v in violations]
     return '\n'.join(lines)

@@ -131,6 +131,7 @@ class Result:
     faults: dict[str, int]
     converge: dict[str, list[float]]
     unconverged: dict[str, int]
+    cut_short: dict[str, int]
     violations: list[str]
     table: str
     notes: dict[str, Any]
@@ -515,6 +516,7 @@ class Soak:
         fault_counts = collections.Counter(s.kind for s in self.executed)
         converge = self.checker.convergence_figures()
         unconverged = collections.Counter(self.checker.unconverged())
+        cut_short = collections.Counter(self.checker.cut_short())
         violations = [v.describe() for v in self.violations]
         header = ('nova-ironic-multi soak: seed %d, profile %s, %.1f '
                   'minutes of faults, %d steps, %d requests (%d servers '
@@ -537,9 +539,10 @@ class Soak:
         return Result(
             self.seed, self.profile.name, self.minutes,
             [s.describe() for s in self.executed], requests,
-            dict(fault_counts), converge, dict(unconverged), violations,
+            dict(fault_counts), converge, dict(unconverged),
+            dict(cut_short), violations,
             report.table(requests, fault_counts, converge, unconverged,
-                         violations, header), notes, self.run_dir)
+                         violations, header, cut_short), notes, self.run_dir)
 
     def _details(self) -> dict[str, int]:
         """How often each cause ended a request (masked)."""

@@ -96,7 +96,7 @@ class TcpProxy:
                 if not data:
                     break
                 dst.sendall(data)
-        except OSError:
+        except (OSError, EOFError):
             pass
         finally:
             for s in (src, dst):

@@ -62,8 +62,10 @@ WEIGHTS = {'boot': 22, 'boot-batch': 5, 'delete': 18, 'reboot': 14,
 CAUSE_DELAY = 10.0
 #: At most this many requests under way.
 MAX_PENDING = 5
-#: A batch asks for at least this share of the fleet.
+#: A batch asks for at least this share of the fleet...
 BATCH_SHARE = 0.6
+#: ...and waits at most this long for that much room.
+BATCH_WAIT = 60.0
 NAME_PREFIX = 'soak-'
 STATUS = {'active': 'ACTIVE', 'stopped': 'SHUTOFF', 'error': 'ERROR',
           'building': 'BUILD', 'deleted': 'DELETED'}
@@ -141,6 +143,7 @@ class Workload:
         self.requests: list[Request] = []
         self.busy: set[str] = set()
         self.want_batch = 0
+        self.batch_until = 0.0
         self.names = 0
         self._sending = threading.Event()
         self._stop = threading.Event()
@@ -212,32 +215,60 @@ class Workload:
                                   False))
         return out
 
+    def capacity(self) -> int:
+        """Nodes a boot can get now: free in placement, on a live host.
+
+        Not what a user sees, but what makes a batch that needs most of the
+        fleet worth asking for (a node just torn down is reserved until
+        Ironic cleaned it, a dead host's nodes are not scheduled).
+        """
+        free = {r[0] for r in self.dbs.rows(
+            'placement', 'SELECT rp.uuid FROM resource_providers rp JOIN '
+            'inventories i ON i.resource_provider_id = rp.id JOIN '
+            'resource_classes rc ON rc.id = i.resource_class_id WHERE '
+            "rc.name = 'CUSTOM_BAREMETAL' AND i.total - i.reserved > "
+            'COALESCE((SELECT sum(a.used) FROM allocations a WHERE '
+            'a.resource_provider_id = rp.id AND a.resource_class_id = '
+            'i.resource_class_id), 0)')}
+        live = {r[0] for r in self.dbs.rows(
+            'nova', 'SELECT cn.uuid FROM compute_nodes cn JOIN services s '
+            "ON s.host = cn.host AND s.\"binary\" = 'nova-compute' AND "
+            's.deleted = 0 WHERE cn.deleted = 0 AND NOT s.disabled AND NOT '
+            "s.forced_down AND timezone('utc', now()) - coalesce("
+            "s.last_seen_up, s.created_at) < interval '10 seconds'")}
+        return len(free & live)
+
     def act(self) -> None:
         servers = self.servers()
         unsafe = self.unsafe()
         with self.lock:
             free = [s for s in servers if s.uuid not in self.busy]
-        holding = sum(1 for s in servers
-                      if s.cell == 'build' or
-                      (s.cell == 'cell1' and s.vm_state != 'error'))
-        room = self.fleet - holding
+        room = self.capacity()
         kind = self.rng.choices(list(WEIGHTS),
                                 weights=list(WEIGHTS.values()))[0]
+        if kind == 'boot-batch' and not self.want_batch:
+            self.want_batch = self.rng.randint(
+                math.ceil(self.fleet * BATCH_SHARE), self.fleet)
+            self.batch_until = time.monotonic() + BATCH_WAIT
         if self.want_batch:
             if room >= self.want_batch:
                 self._boot(self.want_batch)
                 self.want_batch = 0
                 return
-            kind = 'delete'
-        if kind == 'boot-batch':
-            size = self.rng.randint(math.ceil(self.fleet * BATCH_SHARE),
-                                    self.fleet)
-            if room >= size:
-                self._boot(size)
+            if time.monotonic() > self.batch_until:
+                # The fleet never had that much room (hosts down): ask
+                # for what it has, if that is still most of it.
+                self.want_batch = 0
+                if room >= math.ceil(self.fleet * BATCH_SHARE):
+                    self._boot(room)
+                    return
+                kind = 'boot' if room else 'delete'
             else:
                 # Make room first, as a user who needs that many would.
-                self.want_batch = size
-                kind = 'delete'
+                kind = 'delete' if len(servers) > self.fleet - \
+                    self.want_batch else 'reboot'
+        if kind == 'boot-batch':
+            kind = 'boot'
         if kind == 'boot':
             if room >= 1:
                 self._boot(1)
@@ -312,8 +343,10 @@ class Workload:
             req.servers = [data['server']['id']]
         else:
             req.reservation = data['reservation_id']
+            boot_id = req.request_id
             listed = self._call(req, 'GET', '/servers?reservation_id=%s'
                                 % req.reservation)
+            req.request_id = boot_id
             if listed is None:
                 return
             req.servers = [s['id'] for s in listed.json()['servers']]
@@ -362,7 +395,7 @@ class Workload:
         allocation (nova's behaviour with any driver).
         """
         pending = [r for r in self.pending() if r.servers and
-                   r.request_id and 'delete' not in r.kind]
+                   'delete' not in r.kind]
         if not pending:
             return []
         states = self._states(sorted({u for r in pending
@@ -389,7 +422,9 @@ class Workload:
             self.busy.difference_update(req.servers)
 
     def follow(self) -> None:
-        pending = [r for r in self.pending() if r.servers]
+        # (A request is followed once nova's API answered it.)
+        pending = [r for r in self.pending()
+                   if r.servers and r.http is not None]
         if not pending:
             return
         uuids = sorted({u for r in pending for u in r.servers})

@@ -305,5 +305,5 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(boot.split(), ['boot', '3', '1', '4'])
         fenced = next(line for line in lines
                       if line.startswith('fence: fenced'))
-        self.assertEqual(fenced.split()[-4:], ['3', '6.0', '20.0', '0'])
+        self.assertEqual(fenced.split()[-5:], ['3', '6.0', '20.0', '0', '0'])
         self.assertIn('violations: 1', text)
