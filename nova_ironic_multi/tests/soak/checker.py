@@ -323,7 +323,9 @@ class Checker:
                 if c.finished is None and not c.interrupted]
 
     def cut_short(self) -> list[str]:
-        """Transitions the next one came before they converged (a fault
-        held shorter than the deployment takes to settle in it)."""
+        """Transitions the next one came before they converged.
+
+        (A fault held shorter than the deployment takes to settle in it.)
+        """
         return [c.label for c in self.convergences
                 if c.finished is None and c.interrupted]

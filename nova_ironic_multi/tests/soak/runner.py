@@ -84,8 +84,10 @@ def specs() -> list[deployment.ComputeSpec]:
 
 
 class SoakDeployment(deployment.Deployment):
-    """The e2e deployment with nova's reaper on a soak's time scale, and
-    RabbitMQ through a proxy (:attr:`amqp_port`) when set."""
+    """The e2e deployment, nova's reaper on a soak's time scale.
+
+    RabbitMQ is reached through a proxy (:attr:`amqp_port`) when set.
+    """
 
     amqp_port = 0
 
@@ -109,8 +111,7 @@ class SoakDeployment(deployment.Deployment):
 
 
 class Proxy(fault_proxy.FaultProxy):
-    """The fault proxy, answering 503 (as a load balancer) while
-    ironic-api is down."""
+    """The fault proxy; 503 (as a load balancer) while ironic-api is down."""
 
     def _serve(self, handler: http.server.BaseHTTPRequestHandler,
                body: bytes) -> None:
@@ -305,8 +306,10 @@ class Soak:
 
     def release(self, host: str, since: float,
                 timeout: float = 180) -> None:
-        """Once ``host`` started and ran a period after ``since`` (wall
-        time): actions may go to it again."""
+        """Actions may go to ``host`` again once it ran a period.
+
+        :param since: the wall time of its start.
+        """
         assert self.checker is not None
         follower = self.checker.followers[host]
         proc = self.dep.computes[host].process
