@@ -25,14 +25,33 @@ import importlib.metadata
 from typing import Any
 
 from oslo_config import cfg
+from oslo_log import log as logging
+
+LOG = logging.getLogger(__name__)
+
+#: The nova releases this package is tested in (the install guide's table).
+TESTED_NOVA = {32: '2025.2', 33: '2026.1', 34: '2026.2'}
 
 
 def nova_release() -> int:
     """The major version of the nova this process runs in (e.g. 34).
 
-    Only for reports (test run labels); behaviour never depends on it.
+    Only for reports (the start's warning, test run labels); behaviour never
+    depends on it.
     """
     return int(importlib.metadata.version('nova').split('.')[0])
+
+
+def warn_if_untested_nova() -> None:
+    """A WARNING when this nova is none of the tested releases."""
+    release = nova_release()
+    if release not in TESTED_NOVA:
+        LOG.warning('nova-ironic-multi runs in nova %(release)s, a release '
+                    'it is not tested in; tested: %(tested)s. See '
+                    '"Supported versions" in the install guide.',
+                    {'release': release,
+                     'tested': ', '.join('nova %d (%s)' % kv for kv in
+                                         sorted(TESTED_NOVA.items()))})
 
 
 def option_group(conf: cfg.ConfigOpts, group: str | None) -> Any:

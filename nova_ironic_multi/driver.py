@@ -121,6 +121,7 @@ class IronicDriver(virt_driver.ComputeDriver):
         LOG.info('nova-ironic-multi on %(host)s: %(part)s',
                  {'host': host, 'part': part.summary()})
         nova_options.warn_differences(CONF, host)
+        compat.warn_if_untested_nova()
         self._connect_at_start()
         reload.watch(CONF, self._inventory)
         if not monkey_patch.is_patched():

@@ -17,6 +17,7 @@ difference in :mod:`compat`; these tests run the other side too.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from oslo_config import cfg
@@ -119,3 +120,23 @@ def test_an_option_is_read_by_group_name_on_the_installed_oslo_config(
     assert value == 'y'
     assert compat.option_group(conf, None) is None
 
+
+
+def test_a_nova_outside_the_tested_releases_is_warned_at_start(
+        monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(compat, 'nova_release', lambda: 31)
+    with caplog.at_level(logging.WARNING, logger='nova_ironic_multi.compat'):
+        compat.warn_if_untested_nova()
+    assert [r.getMessage() for r in caplog.records] == [
+        'nova-ironic-multi runs in nova 31, a release it is not tested in; '
+        'tested: nova 32 (2025.2), nova 33 (2026.1), nova 34 (2026.2). See '
+        '"Supported versions" in the install guide.']
+
+
+def test_the_running_nova_is_a_tested_one_and_not_warned(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger='nova_ironic_multi.compat'):
+        compat.warn_if_untested_nova()
+    assert compat.nova_release() in compat.TESTED_NOVA
+    assert caplog.records == []
