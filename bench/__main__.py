@@ -18,7 +18,7 @@ import sys
 
 BENCHES = {'rings': 'bench.rings', 'scale': 'bench.scale',
            'churn': 'bench.churn', 'fleet': 'bench.fleet',
-           'shards': 'bench.shards'}
+           'shards': 'bench.shards', 'period': 'bench.period'}
 
 
 def main() -> int:
