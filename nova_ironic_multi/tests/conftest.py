@@ -26,6 +26,11 @@ monkey_patch.patch()
 from typing import Any  # noqa: E402
 import unittest  # noqa: E402
 
+# python-ironicclient fixes its version cache's path (under $HOME) when
+# this module is imported; nova's tests give each test a temporary $HOME.
+# Before 6.3 (2026.2) the module is imported with the first client, inside
+# a test, whose $HOME is gone in the next one: import it before any test.
+from ironicclient.common import filecache  # noqa: E402,F401
 from nova import objects  # noqa: E402
 
 objects.register_all()
