@@ -16,6 +16,23 @@ oslo libraries and python-ironicclient of its own series. Each difference
 is one helper here, with a comment naming the releases it concerns; no
 other module looks at versions. Where possible a helper asks what the
 running code offers instead of comparing version numbers.
+
+Differences only the tests meet are handled where they are met, also
+without looking at versions:
+
+* nova 32's functional test package does not patch eventlet on import (33
+  and 34's do): ``tests/conftest.py`` calls nova's ``monkey_patch.patch()``
+  itself.
+* nova 34's ``_wait_for_server_parameter`` test helper takes
+  ``wait_for_fault_key``, 32 and 33's do not: the functional base passes
+  on only the arguments it is given.
+* python-ironicclient before 6.3 (2025.2, 2026.1) imports the module that
+  fixes its version cache's path under ``$HOME`` with the first client,
+  inside a test whose temporary ``$HOME`` the next test no longer has:
+  ``tests/conftest.py`` imports it first.
+* tooz 7 and 8's Redis driver answers ``b''`` as the capabilities of a
+  member that joined without any, tooz 9's ``None``: the fake back end's
+  scenario always joins with capabilities, as the plugin does.
 """
 
 from __future__ import annotations
