@@ -391,6 +391,8 @@ class Cell:
         self._fixtures = fixtures.Fixture()
         self._fixtures.setUp()
         use = self._fixtures.useFixture
+        # The working directory is the node count's: it names the databases.
+        label = os.path.basename(workdir)
         nova_config.parse_args(['bench-period'],
                                      default_config_files=[],
                                      configure_db=False, init_rpc=False)
@@ -406,7 +408,7 @@ class Cell:
         use(db_fixtures.ReplaceEngineFacadeFixture(
             main_db_api.context_manager, facade))
         main_db_api.configure(CONF)
-        facade.configure(connection=databases.make(workdir, 'nova'))
+        facade.configure(connection=databases.make(workdir, 'nova_' + label))
         migration.db_sync(database='main')
         self.ctxt = nova_context.get_admin_context()
         main_db_api.service_create(self.ctxt, {
@@ -419,7 +421,7 @@ class Cell:
         facade = enginefacade.transaction_context()
         use(db_fixtures.ReplaceEngineFacadeFixture(
             placement_db.placement_context_manager, facade))
-        url = databases.make(workdir, 'placement')
+        url = databases.make(workdir, 'placement_' + label)
         facade.configure(connection=url)
         placement_migration.create_schema(facade.writer.get_engine())
         placement_trait._TRAITS_SYNCED = False
@@ -563,12 +565,51 @@ class PeriodRun:
         return self.cpu - self.parts[DRIVER].cpu - self.parts[PLACEMENT].cpu
 
 
+def _copied(accounts: dict[str, Account]) -> dict[str, Account]:
+    """A snapshot: the instruments go on adding to their own accounts."""
+    return {k: dataclasses.replace(v) for k, v in accounts.items()}
+
+
+class Sink:
+    """Every period measured, also written to a JSON file as it comes.
+
+    A run cut short (by a deadline, a crash) keeps what it measured, and
+    ``--from-json`` reports it.
+    """
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self.runs: list[PeriodRun] = []
+
+    def add(self, run: PeriodRun) -> None:
+        self.runs.append(run)
+        if self.path:
+            with open(self.path + '.tmp', 'w') as f:
+                json.dump([dataclasses.asdict(r) for r in self.runs], f,
+                          indent=1)
+            os.replace(self.path + '.tmp', self.path)
+
+
+def load(path: str) -> list[PeriodRun]:
+    """The periods a ``--json`` file holds."""
+    with open(path) as f:
+        records = json.load(f)
+    runs = []
+    for r in records:
+        for key in ('parts', 'methods'):
+            r[key] = {k: Account(**v) for k, v in r[key].items()}
+        runs.append(PeriodRun(**r))
+    return runs
+
+
 class Host:
     """One compute manager (one driver) on ``HOST``, and its periods."""
 
     def __init__(self, cell: Cell, ironic: Any, instruments: Instruments,
-                 errors: ErrorCounter, size: int, driver: str) -> None:
+                 errors: ErrorCounter, size: int, driver: str,
+                 sink: Sink) -> None:
         self.cell = cell
+        self.sink = sink
         self.ironic = ironic
         self.instruments = instruments
         self.errors = errors
@@ -626,20 +667,22 @@ class Host:
                                   errors_before, self.errors.first))
         handled = self.instruments.methods.get(
             '%s get_available_resource' % DRIVER, Account()).calls
+        i = self.instruments
+        run = PeriodRun(self.size, self.driver, kind, workers, handled, wall,
+                        cpu, _copied(i.parts), _copied(i.methods),
+                        dict(i.placement_requests), dict(i.sql),
+                        dict(i.writes), i.ironic_requests, ironic_cpu,
+                        db_cpu)
+        # (After the snapshot: these queries are the bench's, not nova's.)
         rows, providers = self.cell.counts()
         if not handled == rows == providers == self.size:
             raise RuntimeError(
                 '%s %s period: %d nodes in Ironic, %d handled, %d compute '
                 'node rows, %d providers' % (self.driver, kind, self.size,
                                              handled, rows, providers))
-        i = self.instruments
-        run = PeriodRun(self.size, self.driver, kind, workers, handled, wall,
-                        cpu, dict(i.parts), dict(i.methods),
-                        dict(i.placement_requests), dict(i.sql),
-                        dict(i.writes), i.ironic_requests, ironic_cpu,
-                        db_cpu)
         for part in (DRIVER, PLACEMENT):
             run.parts.setdefault(part, Account())
+        self.sink.add(run)
         progress('  %6d %-7s %-11s workers %d: %7.1fs wall %7.1fs cpu  '
                  '%5.1f / %5.1f ms a node  driver %4.1f%% of cpu  '
                  'placement %d requests  writes %s'
@@ -665,14 +708,13 @@ class Plan:
 
 
 def measure_size(workdir: str, size: int, order: list[str], plan: Plan,
-                 databases: Databases) -> list[PeriodRun]:
+                 databases: Databases, sink: Sink) -> None:
     """Every period of both drivers over ``size`` Ironic nodes."""
     sub = os.path.join(workdir, str(size))
     os.makedirs(sub)
     progress('Ironic with %d nodes' % size)
     ironic = scale.make_ironic(sub, size)
     ironic.start()
-    runs: list[PeriodRun] = []
     cell = None
     errors = ErrorCounter()
     logging.getLogger().addHandler(errors)
@@ -684,23 +726,24 @@ def measure_size(workdir: str, size: int, order: list[str], plan: Plan,
             first = True
             for name in order:
                 if first:
-                    runs += first_start(cell, ironic, instruments, errors,
-                                        size, name, plan)
+                    first_start(cell, ironic, instruments, errors, size,
+                                name, plan, sink)
                     first = False
-                host = Host(cell, ironic, instruments, errors, size, name)
+                host = Host(cell, ironic, instruments, errors, size, name,
+                            sink)
                 try:
-                    runs.append(host.period(RESTART, 1))
+                    host.period(RESTART, 1)
                     if size > plan.lean_above:
-                        runs.append(host.period(STEADY, 1))
+                        host.period(STEADY, 1)
                         continue
                     for _ in range(plan.steady):
-                        runs.append(host.period(STEADY, 1))
-                    runs.append(host.period(REFRESH, 1))
+                        host.period(STEADY, 1)
+                    host.period(REFRESH, 1)
                     for workers in plan.workers:
                         if workers == 1:
                             continue
-                        runs.append(host.period(STEADY, workers))
-                        runs.append(host.period(REFRESH, workers))
+                        host.period(STEADY, workers)
+                        host.period(REFRESH, workers)
                 finally:
                     host.close()
     finally:
@@ -708,12 +751,11 @@ def measure_size(workdir: str, size: int, order: list[str], plan: Plan,
         if cell is not None:
             cell.close()
         ironic.stop()
-    return runs
 
 
 def first_start(cell: Cell, ironic: Any, instruments: Instruments,
-                errors: ErrorCounter, size: int, name: str, plan: Plan
-                ) -> list[PeriodRun]:
+                errors: ErrorCounter, size: int, name: str, plan: Plan,
+                sink: Sink) -> None:
     """The first period ever; above ``clone_above`` nodes, on a sample.
 
     nova's first start makes every row and provider through placement, at
@@ -723,17 +765,18 @@ def first_start(cell: Cell, ironic: Any, instruments: Instruments,
     others get copies of one node's row and provider.
     """
     if size <= plan.clone_above:
-        host = Host(cell, ironic, instruments, errors, size, name)
+        host = Host(cell, ironic, instruments, errors, size, name, sink)
         try:
-            return [host.period(FIRST, 1)]
+            host.period(FIRST, 1)
+            return
         finally:
             host.close()
     uuids = common.random_uuids(size)
     hidden = uuids[plan.seed:]
     hide_nodes(ironic.db_path, hidden)
-    host = Host(cell, ironic, instruments, errors, plan.seed, name)
+    host = Host(cell, ironic, instruments, errors, plan.seed, name, sink)
     try:
-        run = host.period(FIRST, 1)
+        host.period(FIRST, 1)
     finally:
         host.close()
     unhide_nodes(ironic.db_path)
@@ -741,7 +784,6 @@ def first_start(cell: Cell, ironic: Any, instruments: Instruments,
     clone_state(uuids[0], hidden)
     progress('  copied %d compute node rows and providers in %.1fs'
              % (len(hidden), time.perf_counter() - started))
-    return [run]
 
 
 def hide_nodes(db_path: str, uuids: list[str]) -> None:
@@ -844,7 +886,9 @@ class Fit:
 
 
 def _wall_ms(runs: list[PeriodRun]) -> float:
-    return statistics.median(r.per_node_ms(r.wall) for r in runs)
+    # The run the table shows.
+    r = median_run(runs)
+    return r.per_node_ms(r.wall)
 
 
 def fits(runs: list[PeriodRun]) -> list[Fit]:
@@ -933,6 +977,88 @@ def fit_lines(runs: list[PeriodRun]) -> list[str]:
     return lines
 
 
+# Sizing ----------------------------------------------------------------------
+
+#: The largest share over the mean, by ring: ``balanced`` dividing shards,
+#: with at least three shards a host (``bench shards``: at most 1.10), and
+#: ``compatible``, the in-tree driver's (``bench rings``: about 1.5 with
+#: 100 hosts).
+SHARE = {OURS: 1.10, INTREE: 1.5}
+FLEETS = (10 ** 3, 10 ** 4, 10 ** 5)
+
+
+@dataclasses.dataclass
+class Costs:
+    """Wall milliseconds: a listed node, and nova's work for a managed one."""
+
+    driver: str
+    size: int
+    listing_ms: float
+    nova_ms: float
+
+
+def costs(runs: list[PeriodRun]) -> list[Costs]:
+    """From the largest node count of each driver.
+
+    The listing (``get_available_nodes``) is paid per node *listed*: every
+    node in scope with ``divide = nodes`` and with the in-tree driver, only
+    the host's shards with ``divide = shards``. The rest of a period (the
+    average with refreshes) is paid per node *managed*.
+    """
+    out = []
+    for driver in (OURS, INTREE):
+        mine = [f for f in fits(runs) if f.driver == driver]
+        if not mine:
+            continue
+        fit = mine[-1]
+        steady = _pick(runs, fit.size, driver, STEADY)
+        listing = statistics.median(
+            r.methods.get('%s get_available_nodes' % DRIVER,
+                          Account()).wall * 1e3 / r.nodes for r in steady)
+        out.append(Costs(driver, fit.size, listing,
+                         fit.average_ms - listing))
+    return out
+
+
+def computes(c: Costs, nodes: int, shards: bool) -> int | None:
+    """Fewest hosts whose every period fits 60 s with one host down.
+
+    None when the listing of the whole scope alone takes 60 s.
+    """
+    budget = PERIOD_S * 1e3
+    share = SHARE[c.driver] * nodes
+    if shards:
+        return 1 + math.ceil(share * (c.listing_ms + c.nova_ms) / budget)
+    listing = nodes * c.listing_ms
+    if listing >= budget:
+        return None
+    return 1 + math.ceil(share * c.nova_ms / (budget - listing))
+
+
+def sizing_lines(runs: list[PeriodRun]) -> list[str]:
+    lines = []
+    for c in costs(runs):
+        lines.append(
+            '%s (from %d nodes): %.3f ms a listed node, %.1f ms of nova a '
+            'managed node (a refresh every 300 s included), largest share '
+            '%.2f x the mean' % (c.driver, c.size, c.listing_ms, c.nova_ms,
+                                 SHARE[c.driver]))
+    for nodes in FLEETS:
+        parts = []
+        for c in costs(runs):
+            modes = [(True, 'divide = shards'), (False, 'divide = nodes')]
+            for shards, label in modes if c.driver == OURS else [
+                    (False, 'every host lists every node')]:
+                n = computes(c, nodes, shards)
+                parts.append('%s, %s: %s' % (
+                    c.driver, label,
+                    '%d computes' % n if n is not None else
+                    'none fits (the listing alone takes %.0f s)' % (
+                        nodes * c.listing_ms / 1e3)))
+        lines.append('%d nodes: %s' % (nodes, '; '.join(parts)))
+    return lines
+
+
 # Main ------------------------------------------------------------------------
 
 QUICK: dict[str, Any] = {'nodes': '100,300', 'steady': 1, 'workers': '4'}
@@ -970,8 +1096,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         'e.g. postgresql://postgres@127.0.0.1:5432, on '
                         'which to make throwaway databases')
     parser.add_argument('--json', metavar='PATH',
-                        help='also write every period, as measured, to PATH '
-                        '(a JSON list)')
+                        help='also write every period to PATH (a JSON list), '
+                        'each as soon as it is measured')
+    parser.add_argument('--from-json', metavar='PATH', nargs='+',
+                        help='measure nothing: report the periods these '
+                        '--json files hold')
     parser.add_argument('--keep', action='store_true',
                         help='keep the working directory')
     args = parser.parse_args(argv)
@@ -999,17 +1128,17 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def run(args: argparse.Namespace, workdir: str) -> list[PeriodRun]:
     plan = Plan(args.steady, args.worker_counts, args.seed,
                 args.clone_above, args.lean_above)
-    runs: list[PeriodRun] = []
+    sink = Sink(args.json)
     databases = Databases(args.db)
     try:
         for i, size in enumerate(args.sizes):
             # Alternate which driver goes first (and makes the first start).
             order = (args.driver_names if i % 2 == 0 else
                      args.driver_names[::-1])
-            runs += measure_size(workdir, size, order, plan, databases)
+            measure_size(workdir, size, order, plan, databases, sink)
     finally:
         databases.close()
-    return runs
+    return sink.runs
 
 
 def report(runs: list[PeriodRun]) -> None:
@@ -1023,10 +1152,18 @@ def report(runs: list[PeriodRun]) -> None:
     print()
     for line in fit_lines(runs):
         print(line)
+    print()
+    print('Sizing: the fewest nova-compute hosts whose periods fit 60 s with '
+          'one host down (EXTRAPOLATED from the per-node costs above):')
+    for line in sizing_lines(runs):
+        print('  ' + line)
 
 
 def main(argv: list[str]) -> int:
     args = parse(argv)
+    if args.from_json:
+        report([r for path in args.from_json for r in load(path)])
+        return 0
     scale.exit_on_sigterm()
     scale.quiet_logs()
     print('Machine: %s' % common.machine())
@@ -1039,9 +1176,6 @@ def main(argv: list[str]) -> int:
         else:
             shutil.rmtree(workdir, ignore_errors=True)
     report(runs)
-    if args.json:
-        with open(args.json, 'w') as f:
-            json.dump([dataclasses.asdict(r) for r in runs], f, indent=1)
     return 0
 
 

@@ -37,6 +37,8 @@ from oslo_log import log as logging
 from nova_ironic_multi import compat
 from nova_ironic_multi import conf as nim_conf
 from nova_ironic_multi import consoles
+from nova_ironic_multi import drain
+from nova_ironic_multi import fencing
 from nova_ironic_multi import inventory
 from nova_ironic_multi import ironic
 from nova_ironic_multi import loader
@@ -99,6 +101,7 @@ class IronicDriver(virt_driver.ComputeDriver):
         self._power = power.Power(CONF, self._ironic, self._provision)
         self._consoles = consoles.Consoles(CONF, self._ironic,
                                            self._provision)
+        self._drain = drain.Drain(CONF, self._inventory.handover)
         #: From init_host until the first period after nova has looked at
         #: this host's instances: nova's start, which asks each request once.
         self._starting = False
@@ -111,6 +114,8 @@ class IronicDriver(virt_driver.ComputeDriver):
         # host nova passes here is the one that counts.
         self._inventory.host = host
         self._starting, self._instances_processed = True, False
+        # Back after a drain (scale-out): take builds again.
+        drain.reenable(host)
         try:
             # Starts the membership plugin, which checks its own options.
             part = self._inventory.start()
@@ -127,6 +132,12 @@ class IronicDriver(virt_driver.ComputeDriver):
         if not monkey_patch.is_patched():
             # Native threading: oslo.service cannot reload on SIGHUP.
             reload.install_sighup(CONF)
+            # And its SIGTERM handler stays: a drain begins at once.
+            drain.install_sigterm(self)
+        else:
+            # oslo.service owns the handlers: SIGTERM is seen at once
+            # through the wake-up pipe, so a drain begins then too.
+            drain.watch_sigterm(self)
 
     def _connect_at_start(self) -> None:
         """Stop the service on a wrong ``[ironic]``; wait out an outage.
@@ -162,8 +173,20 @@ class IronicDriver(virt_driver.ComputeDriver):
             return self._ironic.fail_fast()
         return contextlib.nullcontext()
 
+    def sigterm(self) -> None:
+        """SIGTERM arrived: begin a drain (:mod:`drain`).
+
+        With drain_on_stop, no new builds from now on.
+        """
+        self._drain.begin(self._inventory.host)
+
     def cleanup_host(self, host: str) -> None:
-        self._inventory.stop()
+        # nova has waited for the operations under way and runs no more
+        # periodic tasks: with drain_on_stop, hand the instances over.
+        try:
+            self._drain.run(host)
+        finally:
+            self._inventory.stop()
 
     # The division -----------------------------------------------------------
 
@@ -301,6 +324,13 @@ class IronicDriver(virt_driver.ComputeDriver):
                 destroy_secrets: bool = True) -> None:
         self._provision.teardown(instance, network_info, block_device_info)
 
+    def _here(self, instance: Any) -> None:
+        """Act only on an instance of this host (see fencing.ensure_here).
+
+        :raises fencing.MovedAway:
+        """
+        fencing.ensure_here(instance, self._inventory.host)
+
     def rebuild(self, context: Any, instance: Any, image_meta: Any,
                 injected_files: Any, admin_password: Any, allocations: Any,
                 bdms: Any, detach_block_devices: Any,
@@ -308,6 +338,7 @@ class IronicDriver(virt_driver.ComputeDriver):
                 evacuate: bool = False, block_device_info: Any = None,
                 preserve_ephemeral: bool = False, accel_uuids: Any = None,
                 reimage_boot_volume: bool = False) -> None:
+        self._here(instance)
         # nova's API asks to re-image the boot volume on every rebuild from
         # microversion 2.93, so the instance's own root device decides.
         if volumes.root_is_volume(block_device_info, bdms):
@@ -325,9 +356,11 @@ class IronicDriver(virt_driver.ComputeDriver):
     def rescue(self, context: Any, instance: Any, network_info: Any,
                image_meta: Any, rescue_password: Any,
                block_device_info: Any, share_info: Any) -> None:
+        self._here(instance)
         self._provision.rescue(instance, rescue_password)
 
     def unrescue(self, context: Any, instance: Any) -> None:
+        self._here(instance)
         self._provision.unrescue(instance)
 
     # Migration --------------------------------------------------------------
@@ -348,15 +381,18 @@ class IronicDriver(virt_driver.ComputeDriver):
                reboot_type: str, block_device_info: Any = None,
                bad_volumes_callback: Any = None, accel_info: Any = None,
                share_info: Any = None) -> None:
+        self._here(instance)
         self._power.reboot(instance, soft=(reboot_type == 'SOFT'))
 
     def power_off(self, instance: Any, timeout: int = 0,
                   retry_interval: int = 0) -> None:
+        self._here(instance)
         self._power.power_off(instance, timeout)
 
     def power_on(self, context: Any, instance: Any, network_info: Any,
                  block_device_info: Any = None, accel_info: Any = None,
                  share_info: Any = None) -> None:
+        self._here(instance)
         self._power.power_on(instance)
 
     def power_update_event(self, instance: Any,
@@ -376,6 +412,7 @@ class IronicDriver(virt_driver.ComputeDriver):
         instance.save(expected_task_state=expected)
 
     def trigger_crash_dump(self, instance: Any) -> None:
+        self._here(instance)
         self._power.crash_dump(instance)
 
     # Networks -------------------------------------------------------------

@@ -41,6 +41,12 @@ and resource provider) to the host that reports its node.
 
 An instance nova deleted while its host was down (an *orphan*) moves the
 same way, so the new host's reaper tears its node down.
+
+Each instance taken over gets an instance action :data:`ACTION` (``openstack
+server event list``) with one event, ``takeover_from_<old host>``, recorded
+by the host that took it over: what ``ring show`` lists as recent
+takeovers. An instance taken over with a task state set is then recovered
+under that action's request (:mod:`inflight`).
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from collections.abc import Collection, Iterable, Mapping
 import dataclasses
 from typing import Any
 
+from nova.compute import vm_states
 from nova import context as nova_context
 from nova import exception
 from nova import objects
@@ -56,6 +63,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging
 
+from nova_ironic_multi import inflight
 from nova_ironic_multi import ownership
 
 LOG = logging.getLogger(__name__)
@@ -65,6 +73,9 @@ FENCED = 'fenced'
 #: The task state of an instance a host is taking over.
 CLAIM_PREFIX = 'nim-takeover:'
 BINARY = 'nova-compute'
+#: The instance action of a takeover, and its event's prefix.
+ACTION = inflight.ACTION
+EVENT_PREFIX = 'takeover_from_'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +86,9 @@ class Moved:
     live: frozenset[str] = frozenset()
     #: Deleted instances (orphans) now on this host, for its reaper.
     orphans: frozenset[str] = frozenset()
+    #: Live instances taken over in flight (see :mod:`inflight`): UUID ->
+    #: the request ID of the takeover's instance action.
+    inflight: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.live or self.orphans)
@@ -96,6 +110,43 @@ def parse_claim(task_state: str | None) -> tuple[str, str | None] | None:
     return claimer, original or None
 
 
+class MovedAway(exception.UnexpectedTaskStateError):
+    """A request for an instance that another host took over.
+
+    A subclass of nova's unexpected task state error, the one failure after
+    which nova's manager leaves the instance alone (it reverts no task
+    state: the instance's new host may be acting on it).
+    """
+
+    msg_fmt = ('Instance %(instance_uuid)s is now on host %(host)s, not on '
+               '%(here)s: a request queued for this host while it was down '
+               'is dropped.')
+
+
+def ensure_here(instance: Any, here: str) -> None:
+    """Refuse to act on an instance nova says is on another host.
+
+    A request nova's API queued for a host while it was dead reaches it
+    when it comes back, with the instance as it was then: the instance may
+    have been taken over since. Its record in nova says where it is now.
+
+    :raises MovedAway: it is on another host now.
+    """
+    try:
+        current = objects.Instance.get_by_uuid(
+            nova_context.get_admin_context(), instance.uuid,
+            expected_attrs=[])
+    except exception.InstanceNotFound:
+        return
+    if current.host and current.host.lower() != here.lower():
+        LOG.warning('Instance %(inst)s is now on host %(host)s, not on this '
+                    'one (%(here)s): refusing to act on it',
+                    {'inst': instance.uuid, 'host': current.host,
+                     'here': here})
+        raise MovedAway(instance_uuid=instance.uuid, host=current.host,
+                        here=here, expected=None, actual=None)
+
+
 def candidates(nodes: Iterable[ownership.NodeLike],
                division: ownership.Division,
                mine: Collection[str]) -> dict[str, str]:
@@ -107,6 +158,23 @@ def candidates(nodes: Iterable[ownership.NodeLike],
             n.instance_uuid not in mine}
 
 
+def record(instance_uuid: str, old: str, host: str) -> str:
+    """Record the takeover as an instance action; its request ID.
+
+    :raises nova.exception.NovaException:
+    :raises oslo_messaging.MessagingException:
+    """
+    ctxt = nova_context.get_admin_context()
+    event = EVENT_PREFIX + old
+    objects.InstanceAction.action_start(ctxt, instance_uuid, ACTION,
+                                        want_result=False)
+    objects.InstanceActionEvent.event_start(ctxt, instance_uuid, event,
+                                            want_result=False, host=host)
+    objects.InstanceActionEvent.event_finish(ctxt, instance_uuid, event,
+                                             want_result=False)
+    return str(ctxt.request_id)
+
+
 def fenced_hosts(ctxt: Any) -> frozenset[str]:
     """Names of the nova-compute services forced down (nova's fence)."""
     services = objects.ServiceList.get_by_binary(ctxt, BINARY,
@@ -115,14 +183,21 @@ def fenced_hosts(ctxt: Any) -> frozenset[str]:
 
 
 def move(instance: Any, host: str, fenced: Collection[str],
-         members: Collection[str]) -> bool:
-    """Take ``instance`` over from its fenced host; True if this call did.
+         members: Collection[str], to: str | None = None) -> bool:
+    """Move ``instance`` from one of ``fenced`` to ``to``; True if this call
+    did.
+
+    ``host`` claims the instance, and takes it itself unless ``to`` names
+    another host: a draining host (:mod:`drain`) hands its own instances
+    to its peers the same way, ``fenced`` being itself.
 
     Never retried: a write that fails leaves the instance for the next
     period (a claim this host holds is finished then).
 
-    :param fenced: lower-cased names of the fenced hosts.
+    :param fenced: lower-cased names of the hosts the instance may be moved
+        from (the fenced hosts, or the draining host).
     :param members: the live peers (lower-cased), as the ring knows them.
+    :param to: the host the instance moves to; ``host`` when None.
     :raises nova.exception.InstanceUpdateConflict: another writer (a peer,
         nova's API) changed the task state first: this host lost.
     """
@@ -143,10 +218,26 @@ def move(instance: Any, host: str, fenced: Collection[str],
     # instance shows the host as it is now.
     moved = (instance.host or '').lower() in fenced
     if moved:
-        instance.host = host
+        instance.host = to or host
     instance.task_state = original
     instance.save(expected_task_state=[claim])
     return moved
+
+
+def building(fenced: Collection[str], free: Collection[str],
+             known: Collection[str]) -> list[Any]:
+    """Builds of ``fenced`` hosts on ``free`` nodes (none reserved yet).
+
+    nova records the node of a build when the host claims it; the host
+    reserves it in Ironic later, in spawn. One that died in between leaves
+    a building instance on a node that carries nothing: it moves with the
+    node too, and its new host puts it in ERROR (:mod:`inflight`).
+    """
+    found = objects.InstanceList.get_by_filters(
+        nova_context.get_admin_context(),
+        {'host': sorted(fenced), 'vm_state': [vm_states.BUILDING],
+         'deleted': False}, expected_attrs=[])
+    return [i for i in found if i.node in free and i.uuid not in known]
 
 
 class Takeover:
@@ -170,16 +261,27 @@ class Takeover:
         if not self.enabled():
             return NOTHING
         found = candidates(nodes, division, mine)
-        if not found:
+        # A build the fenced host had claimed a node for but not reserved
+        # it in Ironic yet: the node looks free (see building()).
+        free = frozenset(n.uuid for n in nodes
+                         if n.uuid in division.share and
+                         n.instance_uuid is None)
+        if not found and not free:
             return NOTHING
         try:
             fenced = fenced_hosts(nova_context.get_admin_context())
             if not fenced:
                 return NOTHING
-            ctxt = nova_context.get_admin_context(read_deleted='yes')
-            instances = objects.InstanceList.get_by_filters(
-                ctxt, {'uuid': sorted(found), 'host': sorted(fenced)},
-                expected_attrs=[])
+            instances: list[Any] = []
+            if found:
+                ctxt = nova_context.get_admin_context(read_deleted='yes')
+                instances.extend(objects.InstanceList.get_by_filters(
+                    ctxt, {'uuid': sorted(found), 'host': sorted(fenced)},
+                    expected_attrs=[]))
+            if free:
+                extra = building(fenced, free, found)
+                instances.extend(extra)
+                found = dict(found, **{i.uuid: i.node for i in extra})
         except (exception.NovaException,
                 oslo_messaging.MessagingException) as e:
             LOG.warning('Cannot look for instances of fenced hosts, the next '
@@ -194,6 +296,7 @@ class Takeover:
                   members: Collection[str]) -> Moved:
         live: set[str] = set()
         orphans: set[str] = set()
+        in_flight: dict[str, str] = {}
         for inst in instances:
             node = found[inst.uuid]
             if inst.node and inst.node != node:
@@ -221,6 +324,9 @@ class Takeover:
                            'err': e})
                 continue
             (orphans if inst.deleted else live).add(inst.uuid)
+            recover = (not inst.deleted and
+                       inflight.needs_recovery(inst.vm_state,
+                                               inst.task_state))
             LOG.warning('Took over Ironic node %(node)s with %(kind)s '
                         '%(inst)s from %(old)s: nova-compute on %(old)s is '
                         'forced down (fenced) and the ring names this host '
@@ -229,9 +335,17 @@ class Takeover:
                          'host': host,
                          'kind': ('deleted instance' if inst.deleted
                                   else 'instance'),
-                         'state': (' Its task state %s was set before the '
-                                   'fence and is kept: check the server, '
-                                   'then reset it if it stays so.'
-                                   % inst.task_state
-                                   if inst.task_state else '')})
-        return Moved(frozenset(live), frozenset(orphans))
+                         'state': (' It was %s/%s: this host recovers it.'
+                                   % (inst.vm_state, inst.task_state)
+                                   if recover else '')})
+            try:
+                request_id = record(inst.uuid, old, host)
+            except (exception.NovaException,
+                    oslo_messaging.MessagingException) as e:
+                LOG.warning('Cannot record the takeover of instance '
+                            '%(inst)s as an instance action: %(err)s',
+                            {'inst': inst.uuid, 'err': e})
+                request_id = str(nova_context.get_admin_context().request_id)
+            if recover:
+                in_flight[inst.uuid] = request_id
+        return Moved(frozenset(live), frozenset(orphans), in_flight)

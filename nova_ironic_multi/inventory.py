@@ -25,8 +25,11 @@ One refresh is the whole flow of a period:
 6. with ``takeover = fenced``, take over the instances of forced down
    hosts on the nodes the ring gives this host (see :mod:`fencing`);
 7. remove volume targets left on free nodes once Ironic is done with them
-   (a few nodes per period: see :mod:`leftovers`), and undo the deploys
-   spawn gave up on but could not undo (see :mod:`abandoned`).
+   (a few nodes per period: see :mod:`leftovers`), undo the deploys
+   spawn gave up on but could not undo (see :mod:`abandoned`), and
+   recover the instances taken over (or handed over by a draining peer)
+   in the middle of an action (see :mod:`inflight`), once the new division
+   is in force.
 
 The result is an immutable snapshot, swapped in whole: readers never lock
 and never see half a refresh. Only one refresh runs at a time; a caller
@@ -35,6 +38,7 @@ that waited for another's refresh uses its result.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Mapping
 import contextlib
@@ -53,7 +57,9 @@ import oslo_messaging
 
 from nova_ironic_multi import abandoned
 from nova_ironic_multi import division as division_mod
+from nova_ironic_multi import drain
 from nova_ironic_multi import fencing
+from nova_ironic_multi import inflight
 from nova_ironic_multi import ironic
 from nova_ironic_multi import leftovers
 from nova_ironic_multi import loader
@@ -155,6 +161,9 @@ class Inventory:
         self._leftovers = leftovers.LeftoverTargets(client)
         self._abandoned = abandoned.AbandonedDeploys(client)
         self._takeover = fencing.Takeover(conf)
+        self._recovery = inflight.Recovery(client)
+        #: This host's instances as of the last period (None: none yet).
+        self._known: frozenset[str] | None = None
         #: Nodes last logged as orphans, and as carrying unknown instances.
         self._orphaned: frozenset[str] = frozenset()
         self._unknown: frozenset[str] = frozenset()
@@ -310,6 +319,13 @@ class Inventory:
             except Exception:
                 LOG.exception('Undoing deploys given up on failed; the next '
                               'period tries again')
+            # After the swap: what a recovery casts to this host's manager
+            # finds the taken over nodes among this host's.
+            try:
+                self._recovery.sweep(self.host)
+            except Exception:
+                LOG.exception('Recovering instances taken over in flight '
+                              'failed; the next period tries again')
             return snapshot
 
     def _compute(self) -> Snapshot:
@@ -358,9 +374,9 @@ class Inventory:
             on_nodes = {n.instance_uuid for n in nodes
                         if n.instance_uuid is not None and
                         ownership.in_scope(n, part.scope)}
-            found = self._orphans.find(self.host, on_nodes, mine)
             members = (shards.members if shards is not None else
                        self.membership(part).live_peers(part))
+            found = self._orphans.find(self.host, on_nodes, mine, members)
         try:
             # The division the operator command computes too. An orphan
             # stays with the host of its deleted instance, so nova's reaper
@@ -380,6 +396,7 @@ class Inventory:
                 moved = fencing.NOTHING
             if moved:
                 mine |= moved.live
+                self._recovery.note(moved.inflight)
                 self._orphans.forget(moved.orphans)
                 found = orphans.Found(found.orphans | moved.orphans,
                                       found.unknown)
@@ -388,6 +405,7 @@ class Inventory:
         except loader.PluginNotFound as e:
             LOG.error('%s', e)
             raise NotReady(str(e)) from e
+        self._handed_over(ctxt, mine)
         owned = {n.uuid: n for n in nodes if n.uuid in division.owned}
         self._report(nodes, found, division)
         snapshot = Snapshot(types.MappingProxyType(owned), _index(owned),
@@ -396,6 +414,78 @@ class Inventory:
         self._log_change(snapshot, len(nodes), listed_at - started,
                          time.monotonic() - listed_at)
         return snapshot
+
+    def _handed_over(self, ctxt: nova_context.RequestContext,
+                     mine: set[str]) -> None:
+        """Recover the instances a draining peer handed over in flight.
+
+        Only those new since the last period are looked at (none in the
+        first: nova's start recovers what it finds then).
+        """
+        known, self._known = self._known, frozenset(mine)
+        if known is None:
+            return
+        new = mine - known
+        if not new:
+            return
+        try:
+            self._recovery.note(inflight.handed_over(ctxt, self.host, new))
+        except (nova_exc.NovaException,
+                oslo_messaging.MessagingException) as e:
+            LOG.warning('Cannot tell whether the instances new on this host '
+                        'were handed over in flight, the next period looks '
+                        'again: %s', e)
+            self._known = frozenset(mine - new)
+
+    def handover(self, eligible: Callable[[frozenset[str]], frozenset[str]]
+                 ) -> drain.Plan:
+        """Where this host's instances go when it drains (:mod:`drain`).
+
+        The ring of a period, with the same input (every node in scope and,
+        with ``divide = shards``, the same shard counts), over the live
+        peers without this host that ``eligible`` keeps. Every request is
+        asked once: the service is stopping.
+
+        :param eligible: members -> the ones that may take instances.
+        :raises NotReady: Ironic, nova or the membership back end cannot
+            answer, or the configuration cannot be enforced.
+        """
+        try:
+            part = self.current_partition()
+        except partition.InvalidPartition as e:
+            raise NotReady(str(e)) from e
+        with self._ironic.fail_fast():
+            try:
+                counts = self._ironic.shards() if part.by_shard else None
+                nodes = self._ironic.list_nodes(part.scope,
+                                                with_shard=part.by_shard)
+            except ironic.IronicError as e:
+                raise NotReady('cannot list Ironic nodes: %s' % e) from e
+        in_scope = [n for n in nodes if ownership.in_scope(n, part.scope)]
+        ctxt = nova_context.get_admin_context()
+        with _peers_or_not_ready():
+            # After the listing, never before (nova bug 1841481).
+            mine = set(objects.InstanceList.get_uuids_by_host(ctxt,
+                                                              self.host))
+            members = eligible(self.membership(part).live_peers(part) -
+                               {part.host})
+            found = orphans.Orphans().find(
+                self.host, {n.instance_uuid for n in in_scope
+                            if n.instance_uuid is not None}, mine, members)
+        keep = mine | found.orphans
+        try:
+            destinations = (division_mod.placement(
+                in_scope, members, part, counts, self._rings)
+                if members else {})
+        except loader.PluginNotFound as e:
+            raise NotReady(str(e)) from e
+        return drain.Plan(
+            members=members,
+            instances=types.MappingProxyType(
+                {n.instance_uuid: n.uuid for n in in_scope
+                 if n.instance_uuid is not None and
+                 n.instance_uuid in keep}),
+            destinations=types.MappingProxyType(destinations))
 
     def _divide(self, part: partition.Partition,
                 nodes: list[nodeinfo.NodeInfo], mine: set[str],

@@ -25,10 +25,12 @@ of such nodes are not really another host's:
   gives the node to reports it.
 
 Finding them takes one query of nova per period, for the instance UUIDs on
-nodes that are not this host's live instances. UUIDs known to be another
-host's are remembered and not asked again while they stay on their nodes:
-an instance's host only changes to this host through a takeover, and then
-the instance is this host's live instance, which drops it from the memory.
+nodes that are not this host's live instances. UUIDs known to be a live
+peer's are remembered and not asked again while they stay on their nodes
+and their host stays a member: an instance only changes hosts when its host
+leaves the ring (fenced and taken over, or drained as it stops), and
+another host's orphan may then become this host's. So the instances of a
+host that is not a member are asked about every period.
 """
 
 from __future__ import annotations
@@ -56,24 +58,31 @@ class Orphans:
     """Classifies the instances on nodes that are not this host's."""
 
     def __init__(self) -> None:
-        self._others: frozenset[str] = frozenset()
+        #: Instance UUID -> its (lower-cased) host, for the instances known
+        #: not to be this host's.
+        self._others: dict[str, str] = {}
 
     def forget(self, instance_uuids: Collection[str]) -> None:
         """Ask about these again (they were taken over from their host)."""
-        self._others = frozenset(self._others - set(instance_uuids))
+        for uuid in instance_uuids:
+            self._others.pop(uuid, None)
 
     def find(self, host: str, on_nodes: Collection[str],
-             mine: Collection[str]) -> Found:
+             mine: Collection[str], members: Collection[str]) -> Found:
         """Which of ``on_nodes`` are ``host``'s orphans, or unknown to nova.
 
         :param on_nodes: the instance UUIDs of every in-scope node.
         :param mine: the live instances nova says ``host`` owns.
+        :param members: the live peers (lower-cased): the instances of any
+            other host are asked about again.
         :raises nova.exception.NovaException: nova cannot answer.
         """
         others = set(on_nodes) - set(mine)
-        ask = others - self._others
+        kept = {uuid: owner for uuid, owner in self._others.items()
+                if uuid in others and owner in members}
+        ask = others - set(kept)
         if not ask:
-            self._others = frozenset(self._others & others)
+            self._others = kept
             return NONE
         ctxt = nova_context.get_admin_context(read_deleted='yes')
         found: Any = objects.InstanceList.get_by_filters(
@@ -83,9 +92,11 @@ class Orphans:
         known: set[str] = set()
         for inst in found:
             known.add(inst.uuid)
-            if inst.deleted and (inst.host or '').lower() == me:
+            owner = (inst.host or '').lower()
+            if inst.deleted and owner == me:
+                # Asked again every period: the reaper ends them.
                 orphans.add(inst.uuid)
-        # Orphans are asked again every period: the reaper ends them.
-        self._others = frozenset((self._others & others) |
-                                 (known - orphans))
+            else:
+                kept[inst.uuid] = owner
+        self._others = kept
         return Found(frozenset(orphans), frozenset(ask - known))

@@ -492,7 +492,50 @@ Related options:
 """),
 ]
 
-ALL_OPTS = partition_opts + tooz_opts + ironic_wait_opts + takeover_opts
+drain_opts = [
+    cfg.BoolOpt(
+        'drain_on_stop',
+        default=False,
+        mutable=True,
+        help="""
+Hand this host's instances over to its peers when nova-compute stops, for a
+host removed from the fleet on purpose (scale-in).
+
+A node that carries an instance stays with the instance's host, so the
+instances of a host that is gone cannot be rebooted, stopped or deleted.
+With this option set, SIGTERM disables the host's nova-compute service
+(with a reason naming this option), so it takes no new build and its peers
+take its free nodes; nova lets the operations under way finish (``[DEFAULT]
+manager_shutdown_timeout``); then each node with one of its instances (or an
+instance nova deleted while it was down) goes, with its instances, to the
+live peer the ring names for it without this host, among the peers in the
+same partition and availability zone. The peer manages it from its next
+period. No fence is needed: the host stops acting before it hands over.
+Started again, the host enables its service if the drain disabled it; the
+instances stay with the peers.
+
+Read when the service stops: set it (and send SIGHUP) just before removing
+a host, or keep it on in a group whose every stop is a removal. Every stop
+drains while it is set, a restart included.
+
+Possible values:
+
+* ``false`` (default): a stopped host keeps its instances until it starts
+  again or is fenced and taken over.
+* ``true``: hand the instances over on every stop.
+
+Related options:
+
+* ``[DEFAULT] manager_shutdown_timeout``: how long nova waits for the
+  operations under way; the hand-over gets what nova keeps for its
+  clean-up (at most 20 seconds).
+* ``[DEFAULT] graceful_shutdown_timeout``: the process is killed after it.
+* ``takeover``: the peers' automatic takeover of a fenced (dead) host.
+"""),
+]
+
+ALL_OPTS = (partition_opts + tooz_opts + ironic_wait_opts + takeover_opts +
+            drain_opts)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

@@ -135,7 +135,8 @@ class DriverTestCase(test.TestCase):
         """An instance row in nova's database (of ``host``)."""
         inst = objects.Instance(
             self.ctxt, uuid=str(uuid.uuid4()), host=host,
-            project_id='p', user_id='u', vm_state=vm_states.ACTIVE,
+            project_id='p', user_id='u',
+            vm_state=fields.pop('vm_state', vm_states.ACTIVE),
             display_name=fields.pop('display_name', 'vm'), **fields)
         inst.create()
         return inst

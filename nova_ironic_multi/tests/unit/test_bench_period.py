@@ -104,6 +104,8 @@ def test_every_period_of_both_drivers_handles_every_node(
         assert ('nodes per host that fit a 60 s period, %s (measured at 3 '
                 'nodes)' % driver) in stdout
     assert 'anchor ~9' in stdout
+    for fleet in ('1000', '10000', '100000'):
+        assert '\n  %s nodes: ours, divide = shards: ' % fleet in stdout
 
 
 def test_bad_options_are_named(tmp_path: pathlib.Path,

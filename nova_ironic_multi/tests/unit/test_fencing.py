@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime
 from unittest import mock
 
+from nova.compute import rpcapi as compute_rpcapi
 from nova.compute import task_states
 from nova import context as nova_context
 from nova import exception
@@ -149,14 +150,163 @@ class FencedTakeoverTest(base.DriverTestCase):
         self.assertIn(uuid, self.drivers[new].list_instance_uuids())
         self.assertEqual(reported, self.period(LIVE))
 
-    def test_in_flight_task_state_is_kept(self) -> None:
+    def test_each_takeover_is_an_instance_action(self) -> None:
+        uuid, node = self.deployed('host2')
+        self.fence('host2')
+        self.period(LIVE)
+        (action,) = objects.InstanceActionList.get_by_instance_uuid(
+            self.ctxt, uuid)
+        self.assertEqual('takeover', action.action)
+        (event,) = objects.InstanceActionEventList.get_by_action(
+            self.ctxt, action.id)
+        self.assertEqual(('takeover_from_host2', self.ring_host(node),
+                          'Success'),
+                         (event.event, event.host, event.result))
+
+    def test_a_reboot_the_node_finished_is_cleared(self) -> None:
         uuid, node = self.deployed('host2',
                                    task_state=task_states.REBOOTING)
+        self.ironic.nodes[node]['power_state'] = states.POWER_ON
         self.fence('host2')
         self.period(LIVE)
         inst = self.instance(uuid)
-        self.assertEqual(self.ring_host(node), inst.host)
-        self.assertEqual(task_states.REBOOTING, inst.task_state)
+        self.assertEqual((self.ring_host(node), None, 'active'),
+                         (inst.host, inst.task_state, inst.vm_state))
+
+    def test_an_interrupted_build_is_an_error_and_deploys_nothing(
+            self) -> None:
+        uuid, node = self.deployed('host2', vm_state='building',
+                                   task_state=task_states.SPAWNING)
+        self.ironic.nodes[node].update(provision_state=states.DEPLOYING,
+                                       target_provision_state=states.ACTIVE)
+        self.fence('host2')
+        with mock.patch.object(compute_rpcapi, 'ComputeAPI') as rpc:
+            reported = self.period(LIVE)
+        inst = self.instance(uuid)
+        new = self.ring_host(node)
+        self.assertEqual((new, None, 'error'),
+                         (inst.host, inst.task_state, inst.vm_state))
+        # The node Ironic is deploying stays with the instance, on its new
+        # host: deleting the server tears it down.
+        self.assertIn(node, reported[new])
+        self.assertEqual(states.DEPLOYING,
+                         self.ironic.nodes[node]['provision_state'])
+        self.assertEqual([], rpc.mock_calls)
+
+    def test_a_build_with_no_node_reserved_yet_moves_too(self) -> None:
+        # host2 claimed a node for it and died before reserving it.
+        node = self.node_ids[-1]
+        self.assertIsNone(self.ironic.nodes[node]['instance_uuid'])
+        inst = self.make_instance(host='host2', node=node, compute_id=1,
+                                  vm_state='building',
+                                  task_state=task_states.SPAWNING)
+        self.fence('host2')
+        reported = self.period(LIVE)
+        got = self.instance(inst.uuid)
+        new = self.ring_host(node)
+        self.assertEqual((new, 'error', None),
+                         (got.host, got.vm_state, got.task_state))
+        self.assertIn(node, reported[new])
+        self.assertIsNone(self.ironic.nodes[node]['instance_uuid'])
+
+    def test_unfinished_actions_are_done_again_by_the_new_host(
+            self) -> None:
+        deleting, n1 = self.deployed('host2',
+                                     task_state=task_states.DELETING)
+        stopping, n2 = self.deployed('host2',
+                                     task_state=task_states.POWERING_OFF)
+        starting, n3 = self.deployed('host2', vm_state='stopped',
+                                     task_state=task_states.POWERING_ON)
+        rebooting, n4 = self.deployed('host2',
+                                      task_state=task_states.REBOOTING)
+        self.fence('host2')
+        with mock.patch.object(compute_rpcapi, 'ComputeAPI') as rpc:
+            self.period(LIVE)
+        api = rpc.return_value
+        done = {c.args[1].uuid: (name, c.args[1].host, c.args[0].request_id)
+                for name, c in [(c[0], c) for c in api.mock_calls]}
+        self.assertEqual(
+            {'terminate_instance': deleting, 'stop_instance': stopping,
+             'start_instance': starting, 'reboot_instance': rebooting},
+            {v[0]: k for k, v in done.items()})
+        for uuid, node in ((deleting, n1), (stopping, n2), (starting, n3),
+                           (rebooting, n4)):
+            name, host, request_id = done[uuid]
+            # Cast to the new host, under the takeover's instance action.
+            self.assertEqual(self.ring_host(node), host)
+            action = objects.InstanceAction.get_by_request_id(
+                self.ctxt, uuid, request_id)
+            self.assertEqual('takeover', action.action)
+        # Powered off, a soft reboot is done again hard.
+        self.assertEqual('HARD', api.reboot_instance.call_args.kwargs[
+            'reboot_type'])
+        self.assertEqual(task_states.REBOOT_PENDING_HARD,
+                         self.instance(rebooting).task_state)
+        # Once: the next period casts nothing more.
+        with mock.patch.object(compute_rpcapi, 'ComputeAPI') as rpc:
+            self.period(LIVE)
+        self.assertEqual([], rpc.mock_calls)
+
+    def test_a_power_change_ironic_is_making_is_waited_for(self) -> None:
+        uuid, node = self.deployed('host2',
+                                   task_state=task_states.REBOOTING_HARD)
+        self.ironic.nodes[node]['target_power_state'] = states.POWER_ON
+        self.fence('host2')
+        self.period(LIVE)
+        self.assertEqual(task_states.REBOOTING_HARD,
+                         self.instance(uuid).task_state)
+        # Ironic finished the reboot: nothing is done again.
+        self.ironic.nodes[node].update(power_state=states.POWER_ON,
+                                       target_power_state=None)
+        with mock.patch.object(compute_rpcapi, 'ComputeAPI') as rpc:
+            self.period(LIVE)
+        self.assertEqual([], rpc.mock_calls)
+        inst = self.instance(uuid)
+        self.assertEqual((None, 'active'), (inst.task_state, inst.vm_state))
+
+    def test_a_failing_recovery_is_tried_again_next_period(self) -> None:
+        uuid, node = self.deployed('host2', vm_state='building',
+                                   task_state=task_states.SPAWNING)
+        self.fence('host2')
+        with mock.patch.object(objects.Instance, 'get_by_uuid',
+                               side_effect=exception.NovaException('db')):
+            with self.assertLogs('nova_ironic_multi.inflight',
+                                 'WARNING') as logs:
+                self.period(LIVE)
+        self.assertIn('the next period tries again', logs.output[0])
+        self.assertEqual(task_states.SPAWNING,
+                         self.instance(uuid).task_state)
+        self.period(LIVE)
+        self.assertEqual('error', self.instance(uuid).vm_state)
+
+    def test_requests_queued_for_the_fenced_host_act_on_nothing(
+            self) -> None:
+        uuid, node = self.deployed('host2')
+        self.ironic.nodes[node]['power_state'] = states.POWER_ON
+        # The instance as nova's API sent it to host2 while it was dead.
+        stale = self.instance(uuid)
+        self.fence('host2')
+        self.period(LIVE)
+        self.fence('host2', forced_down=False)
+        self.period()
+        driver2 = self.drivers['host2']
+        for act in (lambda: driver2.power_off(stale),
+                    lambda: driver2.power_on(self.ctxt, stale, None),
+                    lambda: driver2.reboot(self.ctxt, stale, None, 'HARD'),
+                    lambda: driver2.unrescue(self.ctxt, stale),
+                    lambda: driver2.rescue(self.ctxt, stale, None, None,
+                                           'pw', None, None)):
+            with self.assertLogs('nova_ironic_multi.fencing', 'WARNING'):
+                # Preempted: nova's manager then reverts no task state.
+                self.assertRaises(exception.UnexpectedTaskStateError, act)
+        self.assertEqual(states.POWER_ON,
+                         self.ironic.nodes[node]['power_state'])
+        self.assertEqual(states.ACTIVE,
+                         self.ironic.nodes[node]['provision_state'])
+        # Its new host acts.
+        self.drivers[self.ring_host(node)].power_off(self.instance(uuid))
+        self.assertEqual(states.POWER_OFF,
+                         self.ironic.nodes[node]['power_state'])
 
     def test_the_fenced_host_returns_and_keeps_off(self) -> None:
         placed = [self.deployed('host2') for _ in range(4)]

@@ -1,0 +1,129 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""drain_on_stop: a host stopped on purpose hands its servers over."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nova_ironic_multi import drain
+from nova_ironic_multi import rings
+from nova_ironic_multi import states
+from nova_ironic_multi.tests.functional import base
+
+PEERS = ('host1', 'host2')
+
+
+class DrainOnStopTest(base.IronicCellTestCase):
+
+    # host3 gets four of them; the peers' ring gives each peer some.
+    NODES = 12
+
+    def configure(self) -> None:
+        super().configure()
+        self.flags(drain_on_stop=True, group='ironic_multi')
+        # nova's default (its fixture sets 0, which leaves no time).
+        self.flags(manager_shutdown_timeout=160)
+
+    def period(self, hosts: tuple[str, ...]) -> None:
+        with self.cell() as cctxt:
+            for host in hosts:
+                self.computes[host].manager.update_available_resource(cctxt)
+
+    def ironic_node(self, node: str) -> dict[str, Any]:
+        got = self.ironic.wait_idle(node)
+        return {'instance_uuid': got.instance_uuid,
+                'provision_state': got.provision_state}
+
+    @staticmethod
+    def ring_host(node: str) -> str:
+        return str(rings.load('compatible', PEERS, 5).assign([node])[node])
+
+    def test_stopped_host_hands_its_servers_to_its_peers(self) -> None:
+        flavor = self.baremetal_flavor()
+        everyone = rings.load('compatible', base.HOSTS, 5).assign(
+            self.node_uuids)
+        host3 = [n for n in self.node_uuids if everyone[n] == 'host3']
+        # One server of host3 the ring hands to each peer, one on each peer.
+        chosen = [next(n for n in host3 if self.ring_host(n) == h)
+                  for h in PEERS]
+        moving = [self.boot(flavor, host='host3', node=n) for n in chosen]
+        staying = [self.boot(flavor, host=h) for h in PEERS]
+        nodes = {s['id']: s['OS-EXT-SRV-ATTR:hypervisor_hostname']
+                 for s in moving + staying}
+        records = self.records()
+
+        self.computes['host3'].stop()
+        svc = self.service('host3')
+        self.assertEqual('disabled', svc['status'])
+        self.assertTrue(svc['disabled_reason'].startswith(drain.REASON))
+        for server in moving:
+            self.assertEqual(self.ring_host(nodes[server['id']]),
+                             self.instance_host(server['id']))
+        self.assertIn('Draining: handed Ironic node',
+                      self.stdlog.logger.output)
+        # Manageable at once, before the peers' next period.
+        for server in moving:
+            got = self._reboot_server(server, hard=True)
+            self.assertEqual('ACTIVE', got['status'])
+
+        # One period of the peers: each manages its new servers' nodes, and
+        # no node is managed by both.
+        self.period(PEERS)
+        reported = {h: set(self.computes[h].manager.driver
+                           .get_available_nodes()) for h in PEERS}
+        self.assertFalse(reported['host1'] & reported['host2'])
+        self.assertEqual(set(self.node_uuids),
+                         reported['host1'] | reported['host2'])
+        db = self.db_division()
+        self.assertEqual(set(PEERS), set(db))
+        for server in moving + staying:
+            node = nodes[server['id']]
+            host = self.instance_host(server['id'])
+            self.assertIn(node, reported[host])
+            self.assertIn(node, db[host])
+            got = self.api.get_server(server['id'])
+            self.assertEqual(('ACTIVE', host, None),
+                             (got['status'], got['OS-EXT-SRV-ATTR:host'],
+                              got['OS-EXT-STS:task_state']))
+        # Same compute node rows and providers: moved, never re-created.
+        self.assertEqual(self.NODES, len(self.assert_no_duplicates()))
+        self.assert_same_records(records, self.records())
+
+        # Started again (scale out), host3 takes builds again and only its
+        # share of the free nodes; the servers stay where they went.
+        self.computes['host3'] = self.restart_compute_service(
+            self.computes['host3'], keep_hypervisor_state=False)
+        self.assertEqual('enabled', self.service('host3')['status'])
+        for _ in range(2):
+            self._run_periodics()
+        back = self.reported()
+        for server in moving:
+            node = nodes[server['id']]
+            self.assertEqual(self.ring_host(node),
+                             self.instance_host(server['id']))
+            self.assertNotIn(node, back['host3'])
+        self.assertEqual(self.NODES, len(self.assert_no_duplicates()))
+
+        # Every server is manageable through nova's API on its host.
+        for server in moving + staying:
+            node = nodes[server['id']]
+            server = self._reboot_server(server, hard=True)
+            self.assertEqual('ACTIVE', server['status'])
+            self.assertEqual(states.POWER_ON,
+                             self.ironic.wait_idle(node).power_state)
+            self._delete_server(server)
+            self.assertEqual({'instance_uuid': None,
+                              'provision_state': states.AVAILABLE},
+                             self.ironic_node(node))
+            self.assertEqual({}, self._get_allocations_by_server_uuid(
+                server['id']))
