@@ -63,6 +63,7 @@ import weakref
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from nova_ironic_multi import compat
 from nova_ironic_multi import loader
 from nova_ironic_multi import tooz_backends
 
@@ -106,7 +107,7 @@ def read(conf: cfg.ConfigOpts, group: str, name: str) -> Any:
     :raises cfg.NoSuchGroupError: the group is not registered here.
     :raises cfg.Error: the value cannot be read (also ``ValueError``).
     """
-    value, _location = conf._do_get(name, group)
+    value, _location = conf._do_get(name, compat.option_group(conf, group))
     return value
 
 
@@ -118,7 +119,7 @@ def read_new(conf: cfg.ConfigOpts, group: str, name: str) -> Any:
     :raises cfg.NoSuchGroupError: the group is not registered here.
     :raises cfg.Error: the value cannot be read (also ``ValueError``).
     """
-    value, _location = conf._do_get(name, group,
+    value, _location = conf._do_get(name, compat.option_group(conf, group),
                                     conf._mutable_ns or conf._namespace)
     return value
 
