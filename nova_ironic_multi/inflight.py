@@ -41,15 +41,22 @@ making, or a rescue it is still working on, is left for a later period: the
 outcome decides what to do. Nothing here waits or retries; a failure leaves
 the instance for the next period.
 
-The recovery of an instance runs in the period that took it over, after the
-new division is in force (so the action cast finds the node among this
-host's), and again in each later period while it must wait; an instance
-that moved on to another host, or was deleted meanwhile, is dropped.
+A host that drains (:mod:`drain`) hands its instances over with their task
+states: one that still had one gets an instance action :data:`HANDOVER`,
+recorded before the move, and its new host recovers it the same way, under
+that action, from the first period that finds it among its instances
+(:func:`handed_over`).
+
+The recovery of an instance runs in the period that took it over (or found
+it handed over), after the new division is in force (so the action cast
+finds the node among this host's), and again in each later period while
+it must wait; an instance that moved on to another host, or was deleted
+meanwhile, is dropped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 import dataclasses
 import enum
 import threading
@@ -77,6 +84,9 @@ BATCH = 20
 #: The instance action a takeover records; the actions done again are
 #: recorded under it.
 ACTION = 'takeover'
+#: The instance action a draining host records for an instance it hands
+#: over with a task state set; its new host recovers it under it.
+HANDOVER = 'handover'
 
 
 class Step(enum.Enum):
@@ -135,6 +145,34 @@ def needs_recovery(vm_state: str | None, task_state: str | None) -> bool:
     """Whether an instance taken over must go through :func:`decide`."""
     return task_state is not None or vm_state in (vm_states.BUILDING,
                                                   vm_states.DELETED)
+
+
+def handed_over(ctxt: Any, host: str, uuids: Iterable[str]
+                ) -> dict[str, str]:
+    """The instances among ``uuids`` (new on ``host``) that a draining
+    peer handed over in flight: UUID -> request ID of the handover action.
+
+    An instance whose last action is the :data:`HANDOVER` and that still
+    needs recovery; one nova's API acted on since has a later action, and
+    is nova's. A build scheduled to ``host`` has its own.
+
+    :raises NovaException, MessagingException: nova cannot say.
+    """
+    uuids = sorted(uuids)
+    if not uuids:
+        return {}
+    found = objects.InstanceList.get_by_filters(
+        ctxt, {'uuid': uuids, 'host': host, 'deleted': False},
+        expected_attrs=[])
+    handed = {}
+    for inst in found:
+        if not needs_recovery(inst.vm_state, inst.task_state):
+            continue
+        last = objects.InstanceActionList.get_by_instance_uuid(
+            ctxt, inst.uuid, limit=1)
+        if len(last) and last[0].action == HANDOVER:
+            handed[inst.uuid] = str(last[0].request_id)
+    return handed
 
 
 def decide(vm_state: str | None, task_state: str | None,
@@ -305,8 +343,8 @@ class Recovery:
             return _Outcome.AGAIN
         if decision.step is Step.NONE:
             return _Outcome.DONE
-        LOG.warning('Recovering instance %(inst)s, taken over while '
-                    '%(vm)s/%(task)s: %(why)s, so: %(step)s', args)
+        LOG.warning('Recovering instance %(inst)s, taken (or handed) over '
+                    'while %(vm)s/%(task)s: %(why)s, so: %(step)s', args)
         self._apply(ctxt, instance, decision.step)
         return _Outcome.DONE
 

@@ -27,8 +27,9 @@ One refresh is the whole flow of a period:
 7. remove volume targets left on free nodes once Ironic is done with them
    (a few nodes per period: see :mod:`leftovers`), undo the deploys
    spawn gave up on but could not undo (see :mod:`abandoned`), and
-   recover the instances taken over in the middle of an action (see
-   :mod:`inflight`), once the new division is in force.
+   recover the instances taken over (or handed over by a draining peer)
+   in the middle of an action (see :mod:`inflight`), once the new division
+   is in force.
 
 The result is an immutable snapshot, swapped in whole: readers never lock
 and never see half a refresh. Only one refresh runs at a time; a caller
@@ -161,6 +162,8 @@ class Inventory:
         self._abandoned = abandoned.AbandonedDeploys(client)
         self._takeover = fencing.Takeover(conf)
         self._recovery = inflight.Recovery(client)
+        #: This host's instances as of the last period (None: none yet).
+        self._known: frozenset[str] | None = None
         #: Nodes last logged as orphans, and as carrying unknown instances.
         self._orphaned: frozenset[str] = frozenset()
         self._unknown: frozenset[str] = frozenset()
@@ -402,6 +405,7 @@ class Inventory:
         except loader.PluginNotFound as e:
             LOG.error('%s', e)
             raise NotReady(str(e)) from e
+        self._handed_over(ctxt, mine)
         owned = {n.uuid: n for n in nodes if n.uuid in division.owned}
         self._report(nodes, found, division)
         snapshot = Snapshot(types.MappingProxyType(owned), _index(owned),
@@ -410,6 +414,28 @@ class Inventory:
         self._log_change(snapshot, len(nodes), listed_at - started,
                          time.monotonic() - listed_at)
         return snapshot
+
+    def _handed_over(self, ctxt: nova_context.RequestContext,
+                     mine: set[str]) -> None:
+        """Recover the instances a draining peer handed over in flight.
+
+        Only those new since the last period are looked at (none in the
+        first: nova's start recovers what it finds then).
+        """
+        known, self._known = self._known, frozenset(mine)
+        if known is None:
+            return
+        new = mine - known
+        if not new:
+            return
+        try:
+            self._recovery.note(inflight.handed_over(ctxt, self.host, new))
+        except (nova_exc.NovaException,
+                oslo_messaging.MessagingException) as e:
+            LOG.warning('Cannot tell whether the instances new on this host '
+                        'were handed over in flight, the next period looks '
+                        'again: %s', e)
+            self._known = frozenset(mine - new)
 
     def handover(self, eligible: Callable[[frozenset[str]], frozenset[str]]
                  ) -> drain.Plan:

@@ -20,10 +20,12 @@ from outside.
 from __future__ import annotations
 
 import collections
+from collections.abc import Collection, Iterable
 import dataclasses
 import functools
 from typing import Any
 
+import nova.conf
 from nova import context as nova_context
 from nova import objects
 from nova import servicegroup
@@ -34,12 +36,18 @@ from nova_ironic_multi import division as division_mod
 from nova_ironic_multi import ironic
 from nova_ironic_multi import loader
 from nova_ironic_multi import membership
+from nova_ironic_multi.membership import marker
+from nova_ironic_multi.membership import servicegroup as sg_membership
 from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import ownership
 from nova_ironic_multi import partition
 from nova_ironic_multi import rings
 
 OBSERVER = 'nova-ironic-multi-cli'
+#: nova's hypervisor type of an Ironic compute node.
+IRONIC = 'ironic'
+#: The host aggregate metadata that names an availability zone.
+AZ_KEY = 'availability_zone'
 
 
 @dataclasses.dataclass
@@ -59,6 +67,13 @@ class Host:
     orphaned: set[str] = dataclasses.field(default_factory=set)
     #: The Ironic compute nodes nova records for it (node UUIDs).
     reported: set[str] = dataclasses.field(default_factory=set)
+    #: Its availability zone, as nova gives it (None: not read).
+    zone: str | None = None
+    #: Why its service does not run this driver, or None (it does, or it
+    #: was not read).
+    foreign: str | None = None
+    #: The cell of its service (None: not read).
+    cell: str | None = None
 
     @property
     def state(self) -> str:
@@ -84,10 +99,61 @@ class Host:
         return (self.service_host is not None and
                 takeover_ok(self.up, self.disabled, self.forced_down))
 
+    @property
+    def to_move(self) -> set[str]:
+        """The nodes ``takeover --from`` this host moves.
+
+        Those nova records for it (its compute nodes) that carry one of
+        its live instances or one of its orphans, as ``takeover.plan``
+        finds them.
+        """
+        return (self.with_instance | self.orphaned) & self.reported
+
 
 def takeover_ok(up: bool | None, disabled: bool, forced_down: bool) -> bool:
     """The destination rule of ``takeover``: up, enabled, not forced down."""
     return bool(up) and not disabled and not forced_down
+
+
+def zones(ctxt: Any, hosts: Collection[str]) -> dict[str, str]:
+    """Host (as nova spells it) -> its availability zone.
+
+    nova's rule: the ``availability_zone`` of the host aggregates it is in,
+    else ``[DEFAULT] default_availability_zone``. One query.
+    """
+    wanted = set(hosts)
+    found: dict[str, set[str]] = collections.defaultdict(set)
+    if wanted:
+        for agg in objects.AggregateList.get_by_metadata_key(
+                ctxt, AZ_KEY, hosts=wanted):
+            for name in set(agg.hosts) & wanted:
+                found[name].add(agg.metadata[AZ_KEY])
+    default = nova.conf.CONF.default_availability_zone
+    return {name: ','.join(sorted(found[name])) or default
+            for name in wanted}
+
+
+def record(svc: Any, up: bool | None, reported: Iterable[str],
+           other_types: Collection[str],
+           marked: frozenset[str] | marker.MarkerError,
+           zone: str | None, cell: str | None = None) -> Host:
+    """A nova-compute service as the division and ``takeover`` see it.
+
+    :param reported: its Ironic compute nodes (node UUIDs).
+    :param other_types: the other hypervisor types of its compute nodes.
+    :param marked: the services that published this driver's marker, or
+        why placement could not say (then it is not known to run it).
+    """
+    if isinstance(marked, marker.MarkerError):
+        foreign: str | None = ('placement cannot say whether it published '
+                               'the marker of this driver: %s' % marked)
+    else:
+        foreign = sg_membership.foreign(
+            svc.uuid, svc.uuid in marked,
+            ','.join(sorted(other_types)) or None)
+    return Host(svc.host.lower(), svc.host, up, bool(svc.disabled),
+                bool(svc.forced_down), reported=set(reported), zone=zone,
+                foreign=foreign, cell=cell)
 
 
 @dataclasses.dataclass
@@ -186,6 +252,9 @@ class _NovaView:
     #: Host (as nova spells it) -> its Ironic compute nodes.
     ironic_hosts: dict[str, set[str]] = dataclasses.field(
         default_factory=lambda: collections.defaultdict(set))
+    #: Host (as nova spells it) -> its compute nodes' other hypervisors.
+    other_types: dict[str, set[str]] = dataclasses.field(
+        default_factory=lambda: collections.defaultdict(set))
     instance_hosts: dict[str, str] = dataclasses.field(default_factory=dict)
     deleted_hosts: dict[str, str] = dataclasses.field(default_factory=dict)
     #: Lower-cased host -> the cell of its nova-compute service.
@@ -205,10 +274,12 @@ def _read_nova(cells: list[tuple[str, Any]],
             view.services.append(svc)
             view.host_cells[svc.host.lower()] = cell
         for cn in objects.ComputeNodeList.get_all(cctxt):
-            if cn.hypervisor_type == 'ironic':
+            if cn.hypervisor_type == IRONIC:
                 view.ironic_hosts[cn.host].add(cn.hypervisor_hostname)
                 view.node_cells[cn.hypervisor_hostname][cell].add(
                     cn.host.lower())
+            else:
+                view.other_types[cn.host].add(cn.hypervisor_type)
         if instance_uuids:
             # Deleted ones too: their nodes are orphans, kept by the host
             # the instance had (orphans.py).
@@ -310,18 +381,22 @@ def gather(conf: cfg.ConfigOpts, shards: bool = False) -> Fleet:
         # has this scope's compute nodes.
         live = {m for m in live if nova.host_cells.get(m) in serving}
     api = servicegroup.API()
+    # A member may have no compute node yet (an empty share).
+    relevant = [svc for svc in nova.services
+                if svc.host.lower() in (part.peers or ()) or
+                svc.host.lower() in live or svc.host in nova.ironic_hosts]
+    try:
+        marked: frozenset[str] | marker.MarkerError = marker.read()
+    except marker.MarkerError as e:
+        marked = e
+    zone = zones(ctxt, [svc.host for svc in relevant])
     hosts: dict[str, Host] = {}
-    for svc in nova.services:
-        name = svc.host.lower()
-        # A member may have no compute node yet (an empty share).
-        relevant = (name in (part.peers or ()) or name in live or
-                    svc.host in nova.ironic_hosts)
-        if not relevant:
-            continue
-        up = bool(api.service_is_up(svc))
-        hosts[name] = Host(name, svc.host, up, bool(svc.disabled),
-                           bool(svc.forced_down),
-                           reported=set(nova.ironic_hosts.get(svc.host, ())))
+    for svc in relevant:
+        hosts[svc.host.lower()] = record(
+            svc, bool(api.service_is_up(svc)),
+            nova.ironic_hosts.get(svc.host, ()),
+            nova.other_types.get(svc.host, ()), marked, zone[svc.host],
+            nova.host_cells.get(svc.host.lower()))
     for name in (set(nova.instance_hosts.values()) |
                  set(nova.deleted_hosts.values()) | live) - {''}:
         hosts.setdefault(name, Host(name, None, None, False, False))

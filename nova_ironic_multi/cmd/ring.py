@@ -36,32 +36,50 @@ def _balance(counts: Sequence[int]) -> float | None:
 
 
 def destinations(fleet: fleet_mod.Fleet, name: str,
-                 scopes: takeover.Scopes) -> list[str]:
-    """The hosts ``takeover --from name`` would accept now."""
+                 scopes: takeover.Scopes) -> dict[str, str | None]:
+    """Every other host, and why ``takeover --from name`` refuses it.
+
+    None for the hosts it accepts now: :func:`takeover.refusal` for the
+    nodes it would move.
+    """
     host = fleet.hosts[name]
-    moving = scopes.nodes(sorted(host.with_instance))
-    return [other for other, h in sorted(fleet.hosts.items())
-            if other != name and h.can_take_over and
-            scopes.mismatch(other, h.reported, moving) is None]
+    moving = scopes.nodes(sorted(host.to_move))
+    return {other: takeover.refusal(host, h, moving, scopes,
+                                    fleet.partition.by_shard)
+            for other, h in sorted(fleet.hosts.items()) if other != name}
 
 
-def advice(fleet: fleet_mod.Fleet, name: str,
-           scopes: takeover.Scopes) -> str:
+def advice(fleet: fleet_mod.Fleet, name: str, scopes: takeover.Scopes,
+           refused: dict[str, str | None] | None = None) -> str:
     """What to do about a host whose instances' nodes nobody manages.
 
-    Never a takeover that ``takeover`` would refuse: the source must be
-    forced down first, and only destinations it accepts are named.
+    Never a takeover that ``takeover`` would refuse or that would move
+    nothing: the source must be forced down first, and only destinations
+    it accepts are named.
+
+    :param refused: :func:`destinations` of ``name``, if already known.
     """
     host = fleet.hosts[name]
     if host.service_host is None:
         return ('%s has no nova-compute service record: the nodes of its '
                 'instances stay unmanaged until a service named %s runs.'
                 % (name, name))
-    dests = destinations(fleet, name, scopes)
+    state = 'forced down' if host.forced_down else 'down'
+    if not host.to_move:
+        return ('%s is %s: the nodes of its instances are unmanaged until '
+                'it returns, and a takeover would move nothing (nova records '
+                'none of those nodes for it): start %s again.'
+                % (name, state, name))
+    if refused is None:
+        refused = destinations(fleet, name, scopes)
+    dests = [h for h, why in refused.items() if why is None]
     if not dests:
-        then = ('no up and enabled host serves the conductor group and '
-                'shard of those nodes, so a takeover would be refused: '
-                'start %s again, or a host that serves them' % name)
+        then = ('no host would be accepted as the destination (up and '
+                'enabled, running this driver, in its availability zone%s, '
+                'serving the conductor group%s of those nodes), so a '
+                'takeover would be refused: start %s again, or such a host'
+                % (' %r' % host.zone if host.zone else '',
+                   '' if fleet.partition.by_shard else ' and shard', name))
     else:
         then = ('"nova-ironic-multi takeover --from %s --to HOST" moves '
                 'them (HOST one of: %s)' % (host.service_host,
@@ -103,8 +121,11 @@ def show(fleet: fleet_mod.Fleet, out: TextIO, fmt: str) -> int:
     stranded = sorted(name for name, h in fleet.hosts.items()
                       if (h.with_instance or h.orphaned) and not h.running)
     scopes = takeover.Scopes(fleet.client) if fleet.client else None
-    advised = {name: advice(fleet, name, scopes) if scopes else ''
-               for name in stranded}
+    refused = {name: destinations(fleet, name, scopes)
+               for name in stranded if scopes and
+               fleet.hosts[name].service_host and fleet.hosts[name].to_move}
+    advised = {name: advice(fleet, name, scopes, refused.get(name))
+               if scopes else '' for name in stranded}
     orphans = [{'node': n.uuid, 'instance': n.instance_uuid,
                 'host': fleet.deleted_hosts[n.instance_uuid],
                 'managed_by': fleet.manager(n.uuid)}
@@ -122,6 +143,11 @@ def show(fleet: fleet_mod.Fleet, out: TextIO, fmt: str) -> int:
         'nodes_with_unknown_instance': unknown,
         'hosts_not_managing_their_instances': stranded,
         'advice': advised,
+        # Per stranded host: what a takeover moves, and why each other
+        # host would be refused as its destination (null: accepted).
+        'takeover': {name: {'nodes': sorted(fleet.hosts[name].to_move),
+                            'destinations': by_dest}
+                     for name, by_dest in refused.items()},
         'cell_conflicts': list(fleet.cell_conflicts),
         'recent_takeovers': [t.as_dict() for t in fleet.takeovers],
     }

@@ -14,18 +14,22 @@
 A node with an instance stays with the instance's host, so when that host
 is gone for good its instances cannot be managed (stopped, deleted,
 rebuilt) until they change hosts. This moves, for every Ironic compute node
-of the source host that carries instances, the compute node and its
-instances to the destination in one database transaction, so a failure
-never leaves an instance on a host that does not manage its node. Free
-nodes are not moved: the ring gives them to the live peers by itself.
+of the source host that carries instances or orphans (instances nova
+deleted while the host was down, their node still deployed for them), the
+compute node, its instances and its orphans to the destination in one
+database transaction, so a failure never leaves an instance on a host that
+does not manage its node; the destination's reaper then tears the orphans'
+nodes down. Free nodes are not moved: the ring gives them to the live peers
+by itself.
 
 It refuses unless the source service is forced down (the operator's word
-that it is fenced: two services must never manage one node), unless the
-destination is up and enabled, and unless the destination serves the
-nodes' conductor group and shard (a service never manages a node outside
-its scope, so the instances would stay unmanaged). It is a dry run unless
-``--execute``; nodes already moved are skipped, so it can be run again
-after a failure.
+that it is fenced: two services must never manage one node), and unless
+the destination would manage the nodes (:func:`refusal`, the very rule
+``ring show`` names destinations by): up and enabled, running this driver,
+in the source's availability zone (the instances' zone must not change),
+serving the nodes' conductor group, and, with ``divide = nodes``, their
+shard. It is a dry run unless ``--execute``; nodes already moved are
+skipped, so it can be run again after a failure.
 """
 
 from __future__ import annotations
@@ -39,13 +43,13 @@ from nova.db.main import api as db
 from nova import exception
 from nova import objects
 from nova import servicegroup
+from nova import utils
 from oslo_config import cfg
 
 from nova_ironic_multi.cmd import fleet as fleet_mod
 from nova_ironic_multi.cmd import output
 from nova_ironic_multi import ironic
 from nova_ironic_multi.membership import marker
-from nova_ironic_multi.membership import servicegroup as sg_membership
 from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import ownership
 from nova_ironic_multi import partition
@@ -60,6 +64,10 @@ class Move:
     node: str
     compute_node_id: int
     instances: list[tuple[str, str]]   # (uuid, name)
+    #: Deleted instances of the source still deployed on the node.
+    orphans: list[str] = dataclasses.field(default_factory=list)
+    #: The node as Ironic has it (None: Ironic no longer has it).
+    info: nodeinfo.NodeInfo | None = None
 
 
 def _describe(group: str | None, shard: str | None) -> str:
@@ -76,6 +84,10 @@ class Scopes:
     them in a node's conductor group (or shard), would never manage that
     node. (A host that manages no node at all cannot be told apart; it is
     accepted.) Each scope is listed from Ironic once.
+
+    With ``divide = shards`` a service serves every shard (the ring moves
+    shards between the peers; nova's ``[ironic] shard`` is not set), so
+    only the conductor group counts.
     """
 
     def __init__(self, client: ironic.Ironic) -> None:
@@ -100,8 +112,12 @@ class Scopes:
         return self._listed[scope]
 
     def mismatch(self, dest: str, dest_nodes: Collection[str],
-                 moving: Sequence[nodeinfo.NodeInfo]) -> str | None:
-        """Why ``dest`` would not manage ``moving``, or None."""
+                 moving: Sequence[nodeinfo.NodeInfo],
+                 by_shard: bool = False) -> str | None:
+        """Why ``dest`` would not manage ``moving``, or None.
+
+        :param by_shard: ``divide = shards``: shards do not count.
+        """
         mine = set(dest_nodes)
         if not mine:
             return None
@@ -110,7 +126,7 @@ class Scopes:
             checks = [(partition.Scope(conductor_group=group),
                        'its [ironic_multi] partition_key (or [ironic] '
                        'conductor_group) is not %r' % group)]
-            if node.shard is not None:
+            if node.shard is not None and not by_shard:
                 checks.append((partition.Scope(conductor_group=group,
                                                shard=node.shard),
                                'its [ironic] shard is not %r' % node.shard))
@@ -130,6 +146,54 @@ class Scopes:
         return None
 
 
+def refusal(source: fleet_mod.Host, dest: fleet_mod.Host,
+            moving: Sequence[nodeinfo.NodeInfo], scopes: Scopes | None,
+            by_shard: bool) -> str | None:
+    """Why ``takeover`` refuses ``dest`` for ``source``'s nodes, or None.
+
+    The one rule of the command and of the destinations ``ring show``
+    names: the destination is up and enabled, runs this driver, is in the
+    source's cell and availability zone, and serves the conductor group
+    (and, with ``divide = nodes``, the shard) of every node that moves.
+
+    :param moving: the nodes that would move, as Ironic has them.
+    :param by_shard: ``divide = shards`` (nova's static shard scope unused).
+    """
+    name = dest.service_host or dest.name
+    if dest.service_host is None:
+        return 'there is no nova-compute service on host %r' % dest.name
+    if dest.name == source.name:
+        return '--from and --to are the same host'
+    if not dest.can_take_over:
+        return 'the destination nova-compute on %s is not up and enabled' % (
+            name)
+    if dest.foreign is not None:
+        return ('the destination nova-compute on %s does not run this '
+                'driver (%s). Its instances would be served by another '
+                'hypervisor: a delete would remove the server in nova and '
+                'leave the node deployed. Choose a host that runs '
+                'nova-ironic-multi' % (name, dest.foreign))
+    if dest.cell != source.cell:
+        return ('the destination %s is in cell %r and the source %s in %r: '
+                'a host manages only the instances of its own cell. Choose '
+                'a destination in cell %r'
+                % (name, dest.cell, source.service_host or source.name,
+                   source.cell, source.cell))
+    if dest.zone != source.zone:
+        return ('the destination %s is in availability zone %r and the '
+                'source %s in %r: the instances would change zone. Choose '
+                'a destination in availability zone %r'
+                % (name, dest.zone, source.service_host or source.name,
+                   source.zone, source.zone))
+    if moving and scopes is not None:
+        why = scopes.mismatch(name, dest.reported, moving, by_shard)
+        if why:
+            return ('%s. Choose a destination that serves the conductor '
+                    'group%s of these nodes'
+                    % (why, '' if by_shard else ' and shard'))
+    return None
+
+
 def _service(ctxt: Any, host: str) -> Any:
     try:
         return objects.Service.get_by_compute_host(ctxt, host)
@@ -138,22 +202,15 @@ def _service(ctxt: Any, host: str) -> Any:
                       % host) from None
 
 
-def plan(ctxt: Any, source: str) -> list[Move]:
-    """The compute nodes of ``source`` with instances, and the instances."""
-    moves = []
-    for cn in objects.ComputeNodeList.get_all_by_host(ctxt, source):
-        if cn.hypervisor_type != 'ironic':
-            continue
-        instances = objects.InstanceList.get_by_host_and_node(
-            ctxt, source, cn.hypervisor_hostname, expected_attrs=[])
-        if instances:
-            moves.append(Move(cn.hypervisor_hostname, cn.id,
-                              [(i.uuid, i.display_name) for i in instances]))
-    return moves
+def _compute_nodes(ctxt: Any, host: str) -> list[Any]:
+    try:
+        return list(objects.ComputeNodeList.get_all_by_host(ctxt, host))
+    except exception.ComputeHostNotFound:
+        return []
 
 
-def check(ctxt: Any, source: str, dest: str) -> tuple[Any, Any]:
-    """The two services, once the takeover is known to be safe."""
+def services(ctxt: Any, source: str, dest: str) -> tuple[Any, Any]:
+    """The two services, once the source is known to be fenced."""
     if source.lower() == dest.lower():
         raise Refused('--from and --to are the same host.')
     src = _service(ctxt, source)
@@ -164,56 +221,106 @@ def check(ctxt: Any, source: str, dest: str) -> tuple[Any, Any]:
             'is stopped for good, then fence it with "openstack compute '
             'service set --down %s nova-compute" and run this again.'
             % (source, source))
-    if not fleet_mod.takeover_ok(servicegroup.API().service_is_up(dst),
-                                 dst.disabled, dst.forced_down):
-        raise Refused('Refusing: the destination nova-compute on %s is not '
-                      'up and enabled.' % dest)
-    try:
-        why = sg_membership.not_this_driver(ctxt, dst)
-    except marker.MarkerError as e:
-        raise Refused('Refusing: cannot tell whether %s runs this driver: '
-                      '%s' % (dest, e)) from e
-    if why is not None:
-        raise Refused(
-            'Refusing: the destination nova-compute on %s does not run '
-            'this driver (%s). Its instances would be served by another '
-            'hypervisor: a delete would remove the server in nova and '
-            'leave the node deployed. Choose a host that runs '
-            'nova-ironic-multi.' % (dest, why))
     return src, dst
 
 
-def ironic_nodes(ctxt: Any, host: str) -> set[str]:
-    """The Ironic nodes nova records for ``host``."""
-    return {cn.hypervisor_hostname
-            for cn in objects.ComputeNodeList.get_all_by_host(ctxt, host)
-            if cn.hypervisor_type == 'ironic'}
+def plan(ctxt: Any, source: str, client: ironic.Ironic) -> list[Move]:
+    """The compute nodes of ``source`` with instances or orphans, and them.
+
+    An orphan is an instance nova deleted while ``source`` was down (its
+    host still ``source``) whose node Ironic still has deployed for it:
+    ``source`` kept the node for its reaper, and nobody else tears it down.
+    """
+    found = []
+    for cn in _compute_nodes(ctxt, source):
+        if cn.hypervisor_type != fleet_mod.IRONIC:
+            continue
+        instances = objects.InstanceList.get_by_host_and_node(
+            ctxt, source, cn.hypervisor_hostname, expected_attrs=[])
+        try:
+            info: nodeinfo.NodeInfo | None = client.get_node(
+                cn.hypervisor_hostname)
+        except ironic.NodeNotFound:
+            info = None
+        found.append(Move(cn.hypervisor_hostname, cn.id,
+                          [(i.uuid, i.display_name) for i in instances],
+                          info=info))
+    # The instances Ironic has on those nodes that nova does not list as
+    # live there: one query, deleted ones included.
+    others = {m.info.instance_uuid: m for m in found
+              if m.info is not None and m.info.instance_uuid and
+              m.info.instance_uuid not in {u for u, _ in m.instances}}
+    if others:
+        for inst in objects.InstanceList.get_by_filters(
+                ctxt.elevated(read_deleted='yes'), {'uuid': sorted(others)},
+                expected_attrs=[]):
+            move = others[inst.uuid]
+            if (inst.deleted and
+                    (inst.host or '').lower() == source.lower() and
+                    inst.node in (None, move.node)):
+                move.orphans.append(inst.uuid)
+    return [m for m in found if m.instances or m.orphans]
 
 
-def check_scope(scopes: Scopes, ctxt: Any, dst: Any,
-                moves: Sequence[Move]) -> None:
-    """Refuse if the destination does not serve the nodes' scope."""
-    if not moves:
-        return
-    why = scopes.mismatch(dst.host, ironic_nodes(ctxt, dst.host),
-                          scopes.nodes(m.node for m in moves))
+def _host(ctxt: Any, svc: Any, up: bool | None,
+          marked: frozenset[str], zones: dict[str, str]) -> fleet_mod.Host:
+    nodes = _compute_nodes(ctxt, svc.host)
+    return fleet_mod.record(
+        svc, up, {cn.hypervisor_hostname for cn in nodes
+                  if cn.hypervisor_type == fleet_mod.IRONIC},
+        {cn.hypervisor_type for cn in nodes
+         if cn.hypervisor_type != fleet_mod.IRONIC},
+        marked, zones[svc.host])
+
+
+def check(ctxt: Any, src: Any, dst: Any, moves: Sequence[Move] = (),
+          scopes: Scopes | None = None, by_shard: bool = False) -> None:
+    """Refuse unless ``dst`` would manage the nodes of ``moves``.
+
+    By :func:`refusal`, with the facts nova and placement give now.
+    """
+    try:
+        marked = marker.read()
+    except marker.MarkerError as e:
+        raise Refused('Refusing: cannot tell whether %s runs this driver: '
+                      '%s' % (dst.host, e)) from e
+    zones = fleet_mod.zones(ctxt, [src.host, dst.host])
+    source = _host(ctxt, src, None, marked, zones)
+    dest = _host(ctxt, dst, servicegroup.API().service_is_up(dst), marked,
+                 zones)
+    why = refusal(source, dest, [m.info for m in moves if m.info], scopes,
+                  by_shard)
     if why:
-        raise Refused('Refusing: %s. Choose a destination that serves '
-                      'the conductor group and shard of these nodes.' % why)
+        raise Refused('Refusing: %s.' % why)
 
 
 def _move_one(ctxt: Any, move: Move, dst: Any) -> None:
-    # One transaction: the compute node and its instances move together.
-    # (The cell's own context manager, so nova's calls below join it.)
+    # One transaction: the compute node, its instances and its orphans
+    # move together. (The cell's own context manager, so nova's calls
+    # below join it.)
     with db.get_context_manager(ctxt).writer.using(ctxt):
         db.compute_node_update(ctxt, move.compute_node_id,
                                {'host': dst.host, 'service_id': dst.id})
         for instance_uuid, _ in move.instances:
             db.instance_update(ctxt, instance_uuid, {'host': dst.host})
+        with utils.temporary_mutation(ctxt, read_deleted='yes'):
+            for instance_uuid in move.orphans:
+                db.instance_update(ctxt, instance_uuid, {'host': dst.host})
+
+
+def _describe_move(move: Move) -> str:
+    text = '%d instance(s)' % len(move.instances)
+    if move.orphans:
+        text += ' and %d deleted instance(s)' % len(move.orphans)
+    return text
 
 
 def run(source: str, dest: str, execute: bool, out: TextIO,
         fmt: str, conf: cfg.ConfigOpts | None = None) -> int:
+    conf = conf or cfg.CONF
+    # The partition as the services read it: with divide = shards nova's
+    # static [ironic] shard scope is not in use.
+    part = partition.resolve(conf, fleet_mod.OBSERVER, observer=True)
     ctxt = nova_context.get_admin_context()
     try:
         mapping = objects.HostMapping.get_by_host(ctxt, source)
@@ -221,23 +328,30 @@ def run(source: str, dest: str, execute: bool, out: TextIO,
         raise Refused('Host %r is not mapped to any cell: check the name '
                       '(nova-manage cell_v2 list_hosts).' % source) from e
     with nova_context.target_cell(ctxt, mapping.cell_mapping) as cctxt:
-        src, dst = check(cctxt, source, dest)
-        moves = plan(cctxt, src.host)
-        check_scope(Scopes(ironic.Ironic(conf or cfg.CONF)), cctxt, dst,
-                    moves)
+        src, dst = services(cctxt, source, dest)
+        client = ironic.Ironic(conf)
+        moves = plan(cctxt, src.host, client)
+        check(cctxt, src, dst, moves, Scopes(client), part.by_shard)
         data: dict[str, Any] = {
             'from': src.host, 'to': dst.host, 'execute': execute,
             'nodes': [{'node': m.node,
-                       'instances': [u for u, _ in m.instances]}
+                       'instances': [u for u, _ in m.instances],
+                       'orphans': list(m.orphans)}
                       for m in moves]}
+        orphans = sum(len(m.orphans) for m in moves)
         if not execute:
             rows = [[m.node, ', '.join('%s (%s)' % (u, n)
-                                       for u, n in m.instances)]
+                                       for u, n in m.instances) or '-',
+                     ', '.join(m.orphans) or '-']
                     for m in moves]
             text = '\n'.join([
-                'Dry run: %d node(s) with instances would move from %s to '
-                '%s.' % (len(moves), src.host, dst.host),
-                output.table(['NODE', 'INSTANCES'], rows) if rows else '',
+                'Dry run: %d node(s) would move from %s to %s, with %d '
+                'instance(s) and %d deleted instance(s) (orphans, still '
+                'deployed).' % (
+                    len(moves), src.host, dst.host,
+                    sum(len(m.instances) for m in moves), orphans),
+                output.table(['NODE', 'INSTANCES', 'DELETED INSTANCES'],
+                             rows) if rows else '',
                 'Run again with --execute to move them.'])
             output.emit(out, fmt, data, text)
             return 0
@@ -252,12 +366,16 @@ def run(source: str, dest: str, execute: bool, out: TextIO,
                 return 1
             done.append(move.node)
             if fmt != 'json':
-                out.write('[%d/%d] node %s: moved with %d instance(s) to '
-                          '%s\n' % (i, len(moves), move.node,
-                                    len(move.instances), dst.host))
+                out.write('[%d/%d] node %s: moved with %s to %s\n'
+                          % (i, len(moves), move.node, _describe_move(move),
+                             dst.host))
         data['moved'] = done
-        output.emit(out, fmt, data,
-                    'Moved %d node(s) from %s to %s; %s manages them from '
-                    'its next resource-tracker period.'
-                    % (len(done), src.host, dst.host, dst.host))
+        text = ('Moved %d node(s) from %s to %s; %s manages them from its '
+                'next resource-tracker period.'
+                % (len(done), src.host, dst.host, dst.host))
+        if orphans:
+            text += (' Its reaper ([DEFAULT] running_deleted_instance_action)'
+                     ' tears down the nodes of the %d deleted instance(s).'
+                     % orphans)
+        output.emit(out, fmt, data, text)
         return 0

@@ -137,9 +137,21 @@ def not_this_driver(ctxt: Any, svc: Any) -> str | None:
     :raises NovaException: nova cannot say.
     """
     if svc.uuid not in marker.read():
+        return foreign(svc.uuid, False, None)
+    return foreign(svc.uuid, True, other_hypervisor(ctxt, svc.host)[0])
+
+
+def foreign(service_uuid: str, marked: bool,
+            other: str | None) -> str | None:
+    """Why a nova-compute service does not run this driver, or None.
+
+    :param marked: whether it published this driver's marker.
+    :param other: the other hypervisor types of its compute nodes that are
+        not deleted (as :func:`other_hypervisor` names them), or None.
+    """
+    if not marked:
         return ('it has not published the marker of this driver (%s) in '
-                'placement' % marker.name(svc.uuid))
-    other, _ = other_hypervisor(ctxt, svc.host)
+                'placement' % marker.name(service_uuid))
     if other is not None:
         return 'it has compute nodes of hypervisor type %s' % other
     return None

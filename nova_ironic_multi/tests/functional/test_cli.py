@@ -35,10 +35,15 @@ class CliCase(base.IronicCellTestCase):
 
     def setUp(self) -> None:
         super().setUp()
-        flavor = self.baremetal_flavor()
-        self.server = self.boot(flavor, host='host3')
+        self.flavor = self.baremetal_flavor()
+        self.server = self.boot(self.flavor, node=self.node_of_host3(),
+                                host='host3')
         self.busy = self.server['OS-EXT-SRV-ATTR:hypervisor_hostname']
         self._run_periodics()
+
+    def node_of_host3(self) -> str | None:
+        """Hook: the node of host3's server (None: the scheduler's pick)."""
+        return None
 
     def cli(self, name: str, fmt: str = 'json',
             **args: Any) -> tuple[int, Any, str]:
@@ -48,6 +53,11 @@ class CliCase(base.IronicCellTestCase):
         text = out.getvalue()
         data = json.loads(text) if fmt == 'json' and text else text
         return code, data, err.getvalue()
+
+    def fence_host3(self) -> None:
+        self.computes['host3'].stop()
+        self.admin_api.put_service_force_down(self.service('host3')['id'],
+                                              True)
 
     def takeover(self, execute: bool = False,
                  fmt: str = 'table') -> tuple[int, Any, str]:
@@ -150,12 +160,11 @@ class CliTest(CliCase):
         self.assertEqual('host3', self.instance_host(self.server['id']))
 
     def test_takeover_moves_node_and_instance_and_can_rerun(self) -> None:
-        self.computes['host3'].stop()
-        self.admin_api.put_service_force_down(self.service('host3')['id'],
-                                              True)
+        self.fence_host3()
         code, text, _ = self.takeover()
         self.assertEqual(0, code)
-        self.assertIn('Dry run: 1 node(s) with instances would move', text)
+        self.assertIn('Dry run: 1 node(s) would move from host3 to host1, '
+                      'with 1 instance(s) and 0 deleted instance(s)', text)
         self.assertIn(self.busy, text)
         self.assertEqual('host3', self.instance_host(self.server['id']))
 
@@ -204,6 +213,77 @@ class CliTest(CliCase):
         self.assertEqual(0, code)
         self.assertEqual('host1', self.instance_host(self.server['id']))
         self.assertIn(self.busy, self.db_division()['host1'])
+
+
+    def test_takeover_moves_orphans_and_keeps_the_zone(self) -> None:
+        doomed = self.boot(self.flavor, host='host3')
+        orphan = doomed['OS-EXT-SRV-ATTR:hypervisor_hostname']
+        self.fence_host3()
+        # Deleted while host3 is down: its node stays deployed for it.
+        self.api.delete_server(doomed['id'])
+        self._wait_until_deleted(doomed)
+        self.assertEqual(doomed['id'], self.ironic.client.node.get(
+            orphan, fields=['instance_uuid']).instance_uuid)
+        # host2 is in another availability zone than host3 ('nova').
+        far = self.admin_api.post_aggregate(
+            {'aggregate': {'name': 'far', 'availability_zone': 'az-far'}})
+        self.admin_api.add_host_to_aggregate(far['id'], 'host2')
+
+        code, data, _ = self.cli('ring', action='show')
+        self.assertIn('(HOST one of: host1)', data['advice']['host3'])
+        self.assertEqual(sorted([self.busy, orphan]),
+                         data['takeover']['host3']['nodes'])
+        self.assertIn("availability zone 'az-far'",
+                      data['takeover']['host3']['destinations']['host2'])
+        code, _, err = self.cli('takeover', fmt='table', source='host3',
+                                dest='host2', execute=True)
+        self.assertEqual(2, code)
+        self.assertIn("the destination host2 is in availability zone "
+                      "'az-far' and the source host3 in 'nova'", err)
+
+        code, text, _ = self.takeover(execute=True)
+        self.assertEqual(0, code, text)
+        self.assertIn('node %s: moved with 0 instance(s) and 1 deleted '
+                      'instance(s) to host1' % orphan, text)
+        self.assertIn('tears down the nodes of the 1 deleted instance(s)',
+                      text)
+        self.assertEqual({self.busy, orphan},
+                         self.db_division()['host1'] & {self.busy, orphan})
+        # host1 lists the orphan, and its reaper tears the node down.
+        with self.cell() as cctxt:
+            host1 = self.computes['host1'].manager
+            host1.update_available_resource(cctxt)
+            self.assertIn(doomed['id'], host1.driver.list_instance_uuids())
+            host1._cleanup_running_deleted_instances(cctxt)
+        node = self.ironic.wait_idle(orphan)
+        self.assertEqual((None, 'available'),
+                         (node.instance_uuid, node.provision_state))
+        # The live server kept its zone.
+        self.assertEqual('nova', self.api.get_server(self.server['id'])[
+            'OS-EXT-AZ:availability_zone'])
+
+
+class ShardCliTest(base.ShardMode, CliCase):
+    """``divide = shards``: nova's static shard scope is not in use."""
+
+    NODES = 12
+    shard_of: dict[str, str | None]
+
+    def node_of_host3(self) -> str | None:
+        # A node with a shard: host3 alone lists that shard.
+        return sorted(n for n in self.reported()['host3']
+                      if self.shard_of[n] is not None)[0]
+
+    def test_takeover_accepts_any_host_of_the_group(self) -> None:
+        self.fence_host3()
+        # The survivors have not run since: neither lists host3's shards.
+        code, data, _ = self.cli('ring', action='show')
+        self.assertIn('(HOST one of: host1, host2)',
+                      data['advice']['host3'])
+        code, text, _ = self.takeover(execute=True)
+        self.assertEqual(0, code, text)
+        self.assertEqual('host1', self.instance_host(self.server['id']))
+        self.assertIn(self.busy, self.reported()['host1'])
 
 
 class CliGroupsTest(CliCase):

@@ -256,8 +256,10 @@ class Fleet:
 
     def instances_by_filters(self, ctxt: Any, filters: dict[str, Any],
                              expected_attrs: Any = None) -> list[Any]:
+        # Settled instances: no action under way (vm_state, task_state).
         return [mock.Mock(uuid=u, host=self.instances[u].host,
-                          deleted=self.instances[u].deleted)
+                          deleted=self.instances[u].deleted,
+                          vm_state='active', task_state=None)
                 for u in filters['uuid'] if u in self.instances]
 
     def ironic_computes(self, ctxt: Any, hv_type: str) -> list[Service]:

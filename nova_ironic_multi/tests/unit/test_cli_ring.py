@@ -55,23 +55,27 @@ class Fleet:
         self.instance_hosts = {'i3': 'host3'}
         self.deleted_hosts: dict[str, str] = {}
 
-    def build(self, scope: partition.Scope | None = None
-              ) -> fleet_mod.Fleet:
+    def build(self, scope: partition.Scope | None = None,
+              divide: str = 'nodes') -> fleet_mod.Fleet:
         scope = scope or partition.Scope(conductor_group='a')
         part = partition.Partition('observer', scope, None, 'servicegroup',
-                                   'compatible', 5)
+                                   'compatible', 5, divide=divide)
         members = frozenset(h for h, v in self.hosts.items()
-                            if v.up and not v.disabled and h != 'hostb')
+                            if v.up and not v.disabled and h != 'hostb' and
+                            v.foreign is None)
         fleet = fleet_mod.Fleet(
             part, self.ironic.list_nodes(scope), dict(self.instance_hosts),
             self.hosts, members, rings.load('compatible', members, 5),
-            dict(self.deleted_hosts), self.ironic)  # type: ignore[arg-type]
+            dict(self.deleted_hosts), self.ironic,  # type: ignore[arg-type]
+            shard_counts=(self.ironic.shards() if divide == 'shards'
+                          else None))
         for name in members:
             fleet.hosts[name].member = True
         fleet_mod.divide(fleet)
-        # What nova records: each host's managed nodes; hostb serves 'b'.
+        # What nova records: each host's managed nodes, and the nodes of
+        # its instances and orphans; hostb serves 'b'.
         for h in fleet.hosts.values():
-            h.reported = set(h.managed) | h.with_instance
+            h.reported = set(h.managed) | h.with_instance | h.orphaned
         fleet.hosts['hostb'].reported = set(self.b)
         return fleet
 
@@ -204,3 +208,99 @@ def test_takeover_refuses_a_destination_of_another_shard() -> None:
     assert "none in conductor group 'a', shard 's1'" in why
     assert "its [ironic] shard is not 's1'" in why
     assert scopes.mismatch('host1', {'a6', 'a2'}, moving) is None
+
+
+def test_advice_names_only_hosts_of_the_zone_that_run_this_driver(
+        ) -> None:
+    f = Fleet(up=False, forced_down=True)
+    for h in f.hosts.values():
+        h.zone = 'nova'
+    f.hosts['host2'].zone = 'az2'
+    f.hosts['host4'] = host('host4', zone='nova',
+                            foreign='it has compute nodes of hypervisor '
+                                    'type QEMU')
+    fleet = f.build()
+    data, _ = show(fleet)
+    assert '(HOST one of: host1)' in data['advice']['host3']
+    refused = data['takeover']['host3']['destinations']
+    assert data['takeover']['host3']['nodes'] == ['a0']
+    assert refused['host1'] is None
+    assert ("the destination host2 is in availability zone 'az2' and the "
+            "source host3 in 'nova'") in refused['host2']
+    assert 'does not run this driver (it has compute nodes of ' \
+        'hypervisor type QEMU)' in refused['host4']
+    assert "none in conductor group 'a'" in refused['hostb']
+
+
+def test_advice_names_only_hosts_of_the_source_cell() -> None:
+    f = Fleet(up=False, forced_down=True, cell='cell1')
+    f.hosts['host1'].cell = 'cell1'
+    f.hosts['host2'].cell = 'cell2'
+    data, _ = show(f.build())
+    assert '(HOST one of: host1)' in data['advice']['host3']
+    assert ("the destination host2 is in cell 'cell2' and the source "
+            "host3 in 'cell1'") in (
+        data['takeover']['host3']['destinations']['host2'])
+
+
+def test_no_destination_of_the_zone_means_no_takeover_advised() -> None:
+    f = Fleet(up=False, forced_down=True, zone='az3')
+    fleet = f.build()
+    data, _ = show(fleet)
+    advice = data['advice']['host3']
+    assert 'takeover --from' not in advice
+    assert "in its availability zone 'az3'" in advice
+    assert 'a takeover would be refused: start host3 again' in advice
+
+
+def test_a_host_with_only_orphans_is_advised_a_takeover_of_them() -> None:
+    f = Fleet(up=False, forced_down=True)
+    f.ironic.nodes['a0']['instance_uuid'] = 'gone'
+    f.instance_hosts = {}
+    f.deleted_hosts = {'gone': 'host3'}
+    fleet = f.build()
+    data, text = show(fleet)
+    assert data['hosts_not_managing_their_instances'] == ['host3']
+    # The orphan's node moves, so only hosts of its group are named.
+    assert '(HOST one of: host1, host2)' in data['advice']['host3']
+    assert data['takeover']['host3']['nodes'] == ['a0']
+
+
+def test_no_takeover_advised_when_it_would_move_nothing() -> None:
+    fleet = Fleet(up=False, forced_down=True).build()
+    # nova records the node of host3's instance for no host.
+    fleet.hosts['host3'].reported = set()
+    data, _ = show(fleet)
+    advice = data['advice']['host3']
+    assert 'takeover --from' not in advice
+    assert 'a takeover would move nothing' in advice
+    assert data['takeover'] == {}
+
+
+def test_shard_mode_advises_any_host_of_the_group() -> None:
+    f = Fleet(up=False, forced_down=True)
+    # host3's instance is on the only node of shard s0: no other host
+    # lists s0, and with divide = shards none needs to.
+    for i, n in enumerate(f.a):
+        f.ironic.nodes[n]['shard'] = 's0' if i == 0 else 's%d' % (i % 3 + 1)
+    fleet = f.build(divide='shards')
+    assert not fleet.hosts['host1'].reported & {'a0'}
+    data, _ = show(fleet)
+    assert '(HOST one of: host1, host2)' in data['advice']['host3']
+    # The same nodes dividing nodes: nova's static shard scope counts.
+    fleet = f.build()
+    data, _ = show(fleet)
+    assert 'takeover --from' not in data['advice']['host3']
+
+
+def test_takeover_accepts_a_host_of_another_shard_when_dividing_shards(
+        ) -> None:
+    f = Fleet()
+    for i, n in enumerate(f.a):
+        f.ironic.nodes[n]['shard'] = 's1' if i < 5 else 's2'
+    scopes = takeover.Scopes(f.ironic)  # type: ignore[arg-type]
+    moving = scopes.nodes(['a0'])
+    assert scopes.mismatch('host1', {'a6', 'a7'}, moving,
+                           by_shard=True) is None
+    why = scopes.mismatch('hostb', set(f.b), moving, by_shard=True)
+    assert why is not None and "none in conductor group 'a'" in why

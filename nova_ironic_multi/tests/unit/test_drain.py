@@ -17,7 +17,9 @@ import os
 import signal
 import threading
 from unittest import mock
+import uuid as uuidlib
 
+from nova.compute import rpcapi as compute_rpcapi
 from nova.compute import task_states
 from nova import context as nova_context
 from nova import objects
@@ -43,7 +45,12 @@ class DrainTest(base.DriverTestCase):
         self.flags(manager_shutdown_timeout=160)
         for host in HOSTS:
             self.make_service(host)
-        self.node_ids = [self.ironic.add_node() for _ in range(30)]
+        # Fixed UUIDs: the ring's division, which the tests rely on (enough
+        # nodes for host3, going to both peers without it), is the same in
+        # every run.
+        self.node_ids = [self.ironic.add_node(
+            str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, 'nim-drain-%d' % i)))
+            for i in range(30)]
         self.drivers = self.fleet_drivers(HOSTS)
         self.period()
 
@@ -124,6 +131,38 @@ class DrainTest(base.DriverTestCase):
         inst = self.instance(uuid)
         self.assertEqual((self.ring_host(node), task_states.REBOOTING),
                          (inst.host, inst.task_state))
+
+    def test_a_server_handed_over_in_flight_is_recovered_by_its_new_host(
+            self) -> None:
+        stopping, node = self.deployed('host3',
+                                       task_state=task_states.POWERING_OFF)
+        quiet, _ = self.deployed('host3')
+        new = self.ring_host(node)
+        self.drivers['host3'].cleanup_host('host3')
+        self.assertEqual(task_states.POWERING_OFF,
+                         self.instance(stopping).task_state)
+        # A build scheduled to a peer meanwhile is nova's, not recovered.
+        build = self.make_instance(host=new, vm_state='building',
+                                   task_state=task_states.SPAWNING)
+        with mock.patch.object(compute_rpcapi, 'ComputeAPI') as rpc:
+            self.period(PEERS)
+        api = rpc.return_value
+        self.assertEqual(['stop_instance'], [c[0] for c in api.mock_calls])
+        ctxt, inst = api.stop_instance.call_args.args
+        self.assertEqual((stopping, new), (inst.uuid, inst.host))
+        # Cast under the hand-over's instance action, recorded by host3.
+        action = objects.InstanceAction.get_by_request_id(
+            self.ctxt, stopping, ctxt.request_id)
+        self.assertEqual('handover', action.action)
+        self.assertEqual([], list(objects.InstanceActionList
+                                  .get_by_instance_uuid(self.ctxt, quiet)))
+        got = self.instance(build.uuid)
+        self.assertEqual(('building', task_states.SPAWNING),
+                         (got.vm_state, got.task_state))
+        # Once: the next period casts nothing more.
+        with mock.patch.object(compute_rpcapi, 'ComputeAPI') as rpc:
+            self.period(PEERS)
+        self.assertEqual([], rpc.mock_calls)
 
     def test_off_by_default_nothing_moves(self) -> None:
         base.CONF.clear_override('drain_on_stop', group='ironic_multi')
@@ -342,6 +381,44 @@ class SigtermTest(base.DriverTestCase):
         os.kill(os.getpid(), signal.SIGTERM)
         self.assertTrue(listener.called.wait(10))
         self.assertEqual([signal.SIGTERM], seen)
+
+    def test_eventlet_mode_watches_the_wakeup_pipe(self) -> None:
+        # oslo.service's handler stays in place, and is replaced at will.
+        seen = []
+        original = signal.signal(signal.SIGTERM,
+                                 lambda signo, frame: seen.append(signo))
+        self.addCleanup(signal.signal, signal.SIGTERM, original)
+        self.addCleanup(signal.set_wakeup_fd, signal.set_wakeup_fd(-1))
+        self.useFixture(base.fixtures.MockPatchObject(drain, '_SIGTERM',
+                                                      drain._Sigterm()))
+        listener = Listener()
+        self.assertTrue(drain.watch_sigterm(listener))
+        # As after a SIGHUP: oslo.service installs its handler again.
+        signal.signal(signal.SIGTERM,
+                      lambda signo, frame: seen.append(-signo))
+        os.kill(os.getpid(), signal.SIGTERM)
+        self.assertTrue(listener.called.wait(10))
+        self.assertEqual([-signal.SIGTERM], seen)
+
+    def test_eventlet_mode_leaves_a_wakeup_pipe_in_use_alone(self) -> None:
+        self.useFixture(base.fixtures.MockPatchObject(drain, '_SIGTERM',
+                                                      drain._Sigterm()))
+        read_fd, write_fd = os.pipe()
+        self.addCleanup(os.close, read_fd)
+        self.addCleanup(os.close, write_fd)
+        os.set_blocking(write_fd, False)
+        self.addCleanup(signal.set_wakeup_fd, signal.set_wakeup_fd(write_fd))
+        self.assertFalse(drain.watch_sigterm(Listener()))
+        self.assertEqual(write_fd, signal.set_wakeup_fd(write_fd))
+
+    def test_init_host_in_eventlet_mode_watches_sigterm(self) -> None:
+        with mock.patch('nova.monkey_patch.is_patched',
+                        return_value=True), \
+                mock.patch.object(drain, 'watch_sigterm') as watch, \
+                mock.patch.object(drain, 'install_sigterm') as install:
+            self.driver.init_host('host1')
+        watch.assert_called_once_with(self.driver)
+        install.assert_not_called()
 
     def test_not_from_another_thread(self) -> None:
         self.useFixture(base.fixtures.MockPatchObject(drain, '_SIGTERM',
