@@ -1108,11 +1108,14 @@ def fenced_takeover(env: Env, figures: list[str], mode: str, victim: str,
                     'nova-compute')
     env.wait_division(division_for(env, mode, HOSTS),
                       'g1 divided between the three hosts again')
-    # Every server on the victim moves, the admin's too.
+    # Every server on the victim's g1 nodes moves, the admin's too; one on
+    # a node no survivor serves (a g2 node, when an earlier step left one)
+    # stays with it.
     on_victim = {sid: s['OS-EXT-SRV-ATTR:hypervisor_hostname']
                  for sid in env.servers.values()
                  if (s := env.nova.server(sid))['OS-EXT-SRV-ATTR:host'] ==
-                 victim}
+                 victim and
+                 s['OS-EXT-SRV-ATTR:hypervisor_hostname'] in env.plan.g1}
     assert set(on_victim) >= {env.servers[n] for n in names}, on_victim
     others = {sid: env.nova.server(sid)['OS-EXT-SRV-ATTR:host']
               for sid in env.servers.values() if sid not in on_victim}
