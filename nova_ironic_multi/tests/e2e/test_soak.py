@@ -30,9 +30,10 @@ from typing import Any
 from nova_ironic_multi.tests.soak import runner
 
 #: A seed whose first steps bring faults of several families: a compute
-#: fenced (its instances taken over), an invalid reload, a compute killed
-#: and an ironic-conductor killed.
-SEED = 52
+#: scaled in (its instances handed over on SIGTERM), RabbitMQ gone, and a
+#: reload with an unknown membership driver in eventlet mode (a defect the
+#: soak found).
+SEED = 159
 MINUTES = 2.0
 
 

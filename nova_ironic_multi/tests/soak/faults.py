@@ -112,6 +112,32 @@ def fence(soak: runner.Soak, step: schedule.Step) -> None:
     soak.transition('unfenced')
 
 
+def scale_in(soak: runner.Soak, step: schedule.Step) -> None:
+    host = step.target
+    compute = soak.dep.computes[host]
+    # Set just before the removal, as the operations guide says.
+    mark = compute.process.log_size()
+    compute.reconfigure(drain_on_stop='true')
+    compute.sighup()
+    soak.wait_log(host, r'Option ironic_multi\.drain_on_stop changed', mark,
+                  'drain_on_stop to be reloaded',
+                  invariant='a reload applies')
+    soak.disrupt()
+    status = _kill(soak, host, signal.SIGTERM)
+    if status not in (0, None):
+        soak.violation('SIGTERM stops a compute', host,
+                       'exited with %s after SIGTERM with drain_on_stop: %s'
+                       % (status, compute.process.tail(20)))
+    # Its servers are its peer's now; its service disabled by the drain.
+    soak.transition('drained')
+    soak.sleep(step.hold)
+    soak.disrupt()
+    compute.partition.pop('drain_on_stop', None)
+    compute.write_conf()
+    _start(soak, host)
+    soak.transition('back')
+
+
 # SIGHUP --------------------------------------------------------------------
 
 def _reload(soak: runner.Soak, host: str, **options: str) -> None:
@@ -265,6 +291,7 @@ KINDS = {
     'kill-compute': kill_compute,
     'sigterm-compute': sigterm_compute,
     'fence': fence,
+    'scale-in': scale_in,
     'sighup-peers': sighup_peers,
     'sighup-group': sighup_group,
     'sighup-divide': sighup_divide,

@@ -191,6 +191,7 @@ STAMP = re.compile(r'^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(\.\d+)?')
 #: Lines worth counting in the report, by what they mean.
 NOTABLE = {
     'takeover': re.compile(r'Took over Ironic node'),
+    'drain hand-over': re.compile(r'Draining: handed Ironic node'),
     'reload applied': re.compile(r'Partition changed from'),
     'reload rejected': re.compile(r'Reload: rejected|Reload not applied|'
                                   r'Invalid partition options'),

@@ -80,9 +80,19 @@ def table(requests: Mapping[str, Mapping[str, int]],
           converge: Mapping[str, Sequence[float]],
           unconverged: Mapping[str, int],
           violations: Sequence[str], header: str,
-          cut_short: Mapping[str, int] | None = None) -> str:
-    lines = [header, ''] + requests_table(requests) + [''] + faults_table(
-        faults, converge, unconverged, cut_short) + [
-            '', 'violations: %d' % len(violations)]
+          cut_short: Mapping[str, int] | None = None,
+          causes: Mapping[str, int] | None = None) -> str:
+    """The whole table.
+
+    :param causes: how often each cause ended a request other than ``ok``
+        (the most frequent are listed).
+    """
+    lines = [header, ''] + requests_table(requests)
+    if causes:
+        lines += ['', 'requests not ok, by cause:'] + [
+            '  %4d  %s' % (n, cause) for cause, n in sorted(
+                causes.items(), key=lambda kv: (-kv[1], kv[0]))[:12]]
+    lines += [''] + faults_table(faults, converge, unconverged, cut_short)
+    lines += ['', 'violations: %d' % len(violations)]
     lines += ['  ' + v for v in violations]
     return '\n'.join(lines)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable
+import contextlib
 import dataclasses
 import http.server
 import json
@@ -118,8 +119,11 @@ class Proxy(fault_proxy.FaultProxy):
         try:
             super()._serve(handler, body)
         except OSError:
-            self._answer(handler, 503, [('Content-Type', 'text/plain')],
-                         b'503 Service Unavailable: no server is available')
+            # (The client may have gone too: nothing to answer then.)
+            with contextlib.suppress(OSError):
+                self._answer(
+                    handler, 503, [('Content-Type', 'text/plain')],
+                    b'503 Service Unavailable: no server is available')
 
 
 @dataclasses.dataclass
@@ -388,14 +392,15 @@ class Soak:
             self.violation('a started compute reports up', host, str(e))
 
     def wait_log(self, host: str, pattern: str, since: int,
-                 what: str, timeout: float = 30) -> None:
+                 what: str, timeout: float = 30,
+                 invariant: str = 'invalid reloads are refused') -> None:
         proc = self.dep.computes[host].process
         try:
             processes.wait_for(
                 what, lambda: re.search(pattern, proc.log_text(since)),
                 timeout, interval=0.5)
         except processes.Timeout as e:
-            self.violation('invalid reloads are refused', host, str(e))
+            self.violation(invariant, host, str(e))
 
     def online_groups(self) -> set[str]:
         return {r[0] for r in self.dbs.rows(
@@ -545,7 +550,8 @@ class Soak:
             dict(fault_counts), converge, dict(unconverged),
             dict(cut_short), violations,
             report.table(requests, fault_counts, converge, unconverged,
-                         violations, header, cut_short), notes, self.run_dir)
+                         violations, header, cut_short,
+                         notes['request outcomes']), notes, self.run_dir)
 
     def _details(self) -> dict[str, int]:
         """How often each cause ended a request (masked)."""

@@ -33,6 +33,8 @@ KINDS: dict[str, str] = {
     'sigterm-compute': 'SIGTERM a nova-compute (graceful), start it again',
     'fence': 'kill -9 a nova-compute, force it down (takeover = fenced), '
              'start it, force it up',
+    'scale-in': 'SIGTERM a nova-compute with drain_on_stop = true (its '
+                'instances handed over), start it again without',
     'sighup-peers': 'SIGHUP: host2 leaves the peer list of g1, then back',
     'sighup-group': 'SIGHUP: host3 (drained, disabled) moves from g2 to g1, '
                     'then back',
@@ -121,7 +123,7 @@ def _step(rng: random.Random, index: int, kind: str,
     if kind in ('kill-compute', 'sigterm-compute'):
         target = rng.choice(COMPUTES)
         hold = _uniform(rng, profile.compute_down)
-    elif kind == 'fence':
+    elif kind in ('fence', 'scale-in'):
         target = rng.choice(FENCEABLE)
         # Down long enough for nova to see it, and for a takeover.
         hold = max(hold, 12.0)

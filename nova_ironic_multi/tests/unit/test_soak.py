@@ -298,7 +298,8 @@ class ReportTest(unittest.TestCase):
         text = report.table(
             {'boot': {'ok': 3, 'error': 1}, 'delete': {'ok': 2}},
             {'fence': 2}, {'fence: fenced': [4.0, 6.0, 20.0]},
-            {'fence: unfenced': 1}, ['VIOLATION x'], 'header')
+            {'fence: unfenced': 1}, ['VIOLATION x'], 'header',
+            causes={'boot error: No valid host': 1})
         self.assertIn('header', text)
         lines = text.splitlines()
         boot = next(line for line in lines if line.startswith('boot '))
@@ -307,3 +308,4 @@ class ReportTest(unittest.TestCase):
                       if line.startswith('fence: fenced'))
         self.assertEqual(fenced.split()[-5:], ['3', '6.0', '20.0', '0', '0'])
         self.assertIn('violations: 1', text)
+        self.assertIn('     1  boot error: No valid host', lines)
