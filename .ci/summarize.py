@@ -15,14 +15,15 @@ Usage: summarize.py LOG --command TEST_COMMAND [--tox-ini tox.ini]
 
 The expected runs come from tox.ini: every pytest command of every tox
 environment the test command names (``-e a,b``, else tox's envlist), each
-labelled ``tier/mode`` (the tier is the ``nova_ironic_multi.tests.TIER``
-package it names; the mode is eventlet unless the command's environment sets
-``OS_NOVA_DISABLE_EVENTLET_PATCHING`` to a true value, as nova's test
-packages decide). Each pytest run of the suite prints, just before its
-summary, ``nova-ironic-multi pytest run: tier/mode``
-(``nova_ironic_multi/tests/conftest.py``). A run is good when that line is
-followed by a pytest summary with tests passed and none failed or in
-error.
+labelled ``novaNN tier/mode`` (NN is the major version of the nova that the
+environment's constraints file, ``-c`` in its deps, pins; the tier is the
+``nova_ironic_multi.tests.TIER`` package it names; the mode is eventlet
+unless the command's environment sets ``OS_NOVA_DISABLE_EVENTLET_PATCHING``
+to a true value, as nova's test packages decide). Each pytest run of the
+suite prints, just before its summary, ``nova-ironic-multi pytest run:
+novaNN tier/mode`` (``nova_ironic_multi/tests/conftest.py``). A run is good
+when that line is followed by a pytest summary with tests passed and none
+failed or in error.
 
 Prints one line per expected run, a line for each problem (a run with no
 summary, one that ran no test, one that failed), and ends with
@@ -37,6 +38,7 @@ from __future__ import annotations
 import argparse
 import configparser
 import dataclasses
+import os
 import re
 import shlex
 import sys
@@ -57,6 +59,7 @@ COUNT = re.compile(r'(\d+) ([a-z]+)')
 PASSED = ('passed', 'xpassed')
 FAILED = ('failed', 'error', 'errors')
 SUBSTITUTION = re.compile(r'\{\[([^\]]+)\]([^}]+)\}')
+NOVA_PIN = re.compile(r'^nova\s*===?\s*(\d+)\.', re.M)
 
 
 class ToxIniError(Exception):
@@ -141,12 +144,38 @@ def _test_arguments(words: list[str]) -> list[str]:
     return out
 
 
-def expected_runs(ini: configparser.ConfigParser,
-                  envs: list[str]) -> list[str]:
-    """``tier/mode`` of every pytest command of ``envs``, in order."""
+def nova_release(ini: configparser.ConfigParser, env: str,
+                 toxinidir: str) -> int:
+    """The nova major version ``env`` installs, from its constraints file."""
+    for line in _lines(_value(ini, env, 'deps')):
+        words = shlex.split(line)
+        if words and words[0] == '-c':
+            path = ' '.join(words[1:])
+        elif words and words[0].startswith('-c'):
+            path = words[0][2:]
+        else:
+            continue
+        path = os.path.join(toxinidir, path.replace('{toxinidir}', toxinidir))
+        try:
+            with open(path) as f:
+                m = NOVA_PIN.search(f.read())
+        except OSError as e:
+            raise ToxIniError('tox.ini [testenv:%s]: cannot read its '
+                              'constraints file: %s' % (env, e)) from e
+        if m:
+            return int(m.group(1))
+    raise ToxIniError(
+        'tox.ini [testenv:%s]: cannot tell which nova it installs: give it'
+        ' a constraints file (-c in deps) that pins nova==X.Y.Z' % env)
+
+
+def expected_runs(ini: configparser.ConfigParser, envs: list[str],
+                  toxinidir: str = '.') -> list[str]:
+    """``novaNN tier/mode`` of every pytest command of ``envs``, in order."""
     labels = []
     for env in envs:
         environ = _setenv(ini, env)
+        nova: int | None = None
         for command in _lines(_value(ini, env, 'commands')):
             words = shlex.split(command)
             if not _is_pytest(words):
@@ -167,9 +196,11 @@ def expected_runs(ini: configparser.ConfigParser,
                     % (env, command))
             threading = run_environ.get(MODE_VARIABLE, '').lower() in (
                 '1', 'true', 'yes')
-            labels.append('%s/%s' % ('+'.join(tiers),
-                                     'threading' if threading else
-                                     'eventlet'))
+            if nova is None:
+                nova = nova_release(ini, env, toxinidir)
+            labels.append('nova%d %s/%s' % (nova, '+'.join(tiers),
+                                            'threading' if threading else
+                                            'eventlet'))
     return labels
 
 
@@ -232,17 +263,17 @@ def judge(expected: list[str],
             problems.append(
                 '%s: no pytest summary: the run crashed or never started '
                 '(read its output above)' % label)
-            report.append('%-24s missing' % label)
+            report.append('%-28s missing' % label)
             failed += 1
             continue
-        report.append('%-24s %s' % (label, run.summary))
+        report.append('%-28s %s' % (label, run.summary))
         if run.failed:
             problems.append('%s: %d failed or in error' % (label, run.failed))
         elif not run.passed:
             problems.append('%s: no test passed (%s)' % (label, run.summary))
             failed += 1
     for run in left:
-        report.append('%-24s %s (not expected)' % (
+        report.append('%-28s %s (not expected)' % (
             run.label, run.summary or 'no summary'))
     return report, problems, passed, failed
 
@@ -258,7 +289,8 @@ def main(argv: list[str]) -> int:
     try:
         with open(args.tox_ini) as f:
             ini.read_file(f)
-        expected = expected_runs(ini, tox_envs(args.command, ini))
+        expected = expected_runs(ini, tox_envs(args.command, ini),
+                                 os.path.dirname(args.tox_ini) or '.')
     except (OSError, configparser.Error, ToxIniError) as e:
         print('summarize: %s' % e)
         print('0 passed, 1 failed')

@@ -20,9 +20,10 @@ drain_on_stop = true`` (read when the service stops), stopping nova-compute
    that starts with :data:`REASON`, so the scheduler skips it and the peers
    drop it from their rings (their next period takes its free nodes). In
    threading mode (nova's default) this happens as soon as SIGTERM arrives
-   (:func:`install_sigterm`); in eventlet mode, where oslo.service puts its
-   own handler back in place after the start, when nova calls the driver's
-   ``cleanup_host``.
+   (:func:`install_sigterm`); in eventlet mode, where oslo.service's
+   launcher owns the handlers, as soon as the signal's number comes through
+   the process's wake-up pipe (:func:`watch_sigterm`), and at the latest
+   when nova calls the driver's ``cleanup_host``.
 2. nova's graceful shutdown stops taking requests, skips periodic tasks,
    waits for the operations under way (at most ``[DEFAULT]
    manager_shutdown_timeout`` less the 20 seconds it keeps for the clean-up)
@@ -55,6 +56,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 import dataclasses
+import os
+import select
 import signal
 import threading
 import time
@@ -423,3 +426,55 @@ def install_sigterm(listener: Any) -> bool:
             _SIGTERM.installed = True
         _SIGTERM.listeners.add(listener)
     return True
+
+
+def watch_sigterm(listener: Any) -> bool:
+    """Eventlet mode: call ``listener.sigterm()`` as soon as SIGTERM arrives.
+
+    oslo.service's launcher owns the handlers there: it installs its own
+    before nova starts the service and again after each SIGHUP, dropping
+    any other. So the handler is left alone, and the process's signal
+    wake-up pipe, which Python's C-level handler writes each caught
+    signal's number to whatever Python handler is installed, is read by a
+    (green) thread. Only if nothing else uses the wake-up pipe, and from
+    the main thread; listeners are held weakly. Returns whether
+    ``listener`` will be called.
+    """
+    with _SIGTERM.lock:
+        if not _SIGTERM.installed:
+            read_fd, write_fd = os.pipe()
+            os.set_blocking(read_fd, False)
+            os.set_blocking(write_fd, False)
+            try:
+                old = signal.set_wakeup_fd(write_fd,
+                                           warn_on_full_buffer=False)
+            except ValueError:      # not the main thread
+                old = None
+            if old != -1:
+                if old is not None:
+                    signal.set_wakeup_fd(old)   # someone else's
+                os.close(read_fd)
+                os.close(write_fd)
+                return False
+            threading.Thread(target=_read_wakeups, args=(read_fd,),
+                             name='nova-ironic-multi-sigterm-fd',
+                             daemon=True).start()
+            _SIGTERM.installed = True
+        _SIGTERM.listeners.add(listener)
+    return True
+
+
+def _read_wakeups(read_fd: int) -> None:
+    while True:
+        # select, then read: both yield to other green threads when
+        # eventlet patches them, and block this thread alone otherwise.
+        select.select([read_fd], [], [])
+        try:
+            data = os.read(read_fd, 512)
+        except BlockingIOError:
+            continue
+        if signal.SIGTERM in data:
+            for listener in list(_SIGTERM.listeners):
+                threading.Thread(target=listener.sigterm,
+                                 name='nova-ironic-multi-drain',
+                                 daemon=True).start()

@@ -34,6 +34,7 @@ from nova.virt import hardware
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from nova_ironic_multi import compat
 from nova_ironic_multi import conf as nim_conf
 from nova_ironic_multi import consoles
 from nova_ironic_multi import drain
@@ -125,6 +126,7 @@ class IronicDriver(virt_driver.ComputeDriver):
         LOG.info('nova-ironic-multi on %(host)s: %(part)s',
                  {'host': host, 'part': part.summary()})
         nova_options.warn_differences(CONF, host)
+        compat.warn_if_untested_nova()
         self._connect_at_start()
         reload.watch(CONF, self._inventory)
         if not monkey_patch.is_patched():
@@ -132,6 +134,10 @@ class IronicDriver(virt_driver.ComputeDriver):
             reload.install_sighup(CONF)
             # And its SIGTERM handler stays: a drain begins at once.
             drain.install_sigterm(self)
+        else:
+            # oslo.service owns the handlers: SIGTERM is seen at once
+            # through the wake-up pipe, so a drain begins then too.
+            drain.watch_sigterm(self)
 
     def _connect_at_start(self) -> None:
         """Stop the service on a wrong ``[ironic]``; wait out an outage.
@@ -168,7 +174,7 @@ class IronicDriver(virt_driver.ComputeDriver):
         return contextlib.nullcontext()
 
     def sigterm(self) -> None:
-        """SIGTERM arrived (threading mode): begin a drain (:mod:`drain`).
+        """SIGTERM arrived: begin a drain (:mod:`drain`).
 
         With drain_on_stop, no new builds from now on.
         """
@@ -206,7 +212,14 @@ class IronicDriver(virt_driver.ComputeDriver):
             # The first period after nova looked at the instances: the
             # start is over.
             self._starting = False
-        return list(self._refresh().nodes)
+        try:
+            return list(self._refresh().nodes)
+        finally:
+            if self._starting and compat.lists_nodes_before_instances():
+                # A nova that never calls process_instances_at_startup:
+                # its start's node listing is this one, and the instances
+                # come next.
+                self._instances_processed = True
 
     def get_nodenames_by_uuid(self, refresh: bool = False) -> dict[str, str]:
         # Node UUIDs are both the compute node UUIDs and their names.

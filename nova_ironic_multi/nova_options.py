@@ -31,6 +31,8 @@ from typing import Any
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from nova_ironic_multi import compat
+
 LOG = logging.getLogger(__name__)
 
 GROUP = 'ironic'
@@ -63,9 +65,10 @@ def console_timeout(conf: cfg.ConfigOpts, kind: str) -> float | None:
     """
     name = '%s_console_state_timeout' % kind
     ours = conf[OURS].console_timeout
-    if ours is not None and not is_set(conf, name, GROUP):
+    if ours is not None and not (compat.defines(conf, GROUP, name) and
+                                 is_set(conf, name, GROUP)):
         return float(ours)
-    value = conf[GROUP][name]
+    value = compat.ironic_option(conf, name)
     return float(value) if value else None
 
 
@@ -261,7 +264,9 @@ def differences(conf: cfg.ConfigOpts, host: str) -> list[tuple[str, str]]:
     """
     found = []
     for option in OPTIONS:
-        if option.differs is None or not in_files(conf, option.name, GROUP):
+        if (option.differs is None or
+                not compat.defines(conf, GROUP, option.name) or
+                not in_files(conf, option.name, GROUP)):
             continue
         instead = option.differs(conf, host)
         if instead:

@@ -63,6 +63,8 @@ import weakref
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from nova_ironic_multi import compat
+from nova_ironic_multi import loader
 from nova_ironic_multi import tooz_backends
 
 LOG = logging.getLogger(__name__)
@@ -105,7 +107,7 @@ def read(conf: cfg.ConfigOpts, group: str, name: str) -> Any:
     :raises cfg.NoSuchGroupError: the group is not registered here.
     :raises cfg.Error: the value cannot be read (also ``ValueError``).
     """
-    value, _location = conf._do_get(name, group)
+    value, _location = conf._do_get(name, compat.option_group(conf, group))
     return value
 
 
@@ -117,7 +119,7 @@ def read_new(conf: cfg.ConfigOpts, group: str, name: str) -> Any:
     :raises cfg.NoSuchGroupError: the group is not registered here.
     :raises cfg.Error: the value cannot be read (also ``ValueError``).
     """
-    value, _location = conf._do_get(name, group,
+    value, _location = conf._do_get(name, compat.option_group(conf, group),
                                     conf._mutable_ns or conf._namespace)
     return value
 
@@ -242,8 +244,9 @@ def _label(key: tuple[str, str]) -> str:
 def _unworkable(conf: cfg.ConfigOpts) -> dict[tuple[str, str], str]:
     """The options of :data:`CHECKED` whose new value cannot work, and why.
 
-    A tooz back end is checked as at start (a URL, an installed driver with
-    its client library, groups); it is not reached.
+    The membership driver must be an installed plugin, as at start. A tooz
+    back end is checked as at start (a URL, an installed driver with its
+    client library, groups); it is not reached.
     """
     try:
         driver, url = (read_new(conf, *key) for key in CHECKED)
@@ -251,6 +254,10 @@ def _unworkable(conf: cfg.ConfigOpts) -> dict[tuple[str, str], str]:
         return {}
     except (cfg.Error, ValueError) as e:
         return {CHECKED[0]: str(e)}
+    if (driver is not None and
+            driver not in loader.available(loader.MEMBERSHIP_NAMESPACE)):
+        return {CHECKED[0]: str(loader.PluginNotFound(
+            loader.MEMBERSHIP_NAMESPACE, driver, _label(CHECKED[0])))}
     if driver != 'tooz':
         return {}
     try:

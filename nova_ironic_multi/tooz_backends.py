@@ -30,6 +30,8 @@ from urllib import parse
 
 from tooz import coordination
 
+from nova_ironic_multi import compat
+
 OPTION = '[ironic_multi] tooz_backend_url'
 
 #: tooz's entry point namespace of drivers, keyed by URL scheme.
@@ -66,7 +68,7 @@ TIMEOUT_PARAMETER = {
 #: Drivers whose groups only the processes of one machine share.
 ONE_MACHINE = frozenset(['file', 'ipc'])
 
-_GROUP_API = ('join_group', 'leave_group', 'get_members_with_capabilities')
+_GROUP_API = ('join_group', 'leave_group')
 
 
 class Unusable(ValueError):
@@ -83,7 +85,7 @@ def supports_groups(driver: type) -> bool:
     """Whether a tooz driver class implements the group API we use."""
     base = coordination.CoordinationDriver
     return all(getattr(driver, name, None) is not getattr(base, name)
-               for name in _GROUP_API)
+               for name in _GROUP_API + compat.group_read_api())
 
 
 def driver_class(url: str | None) -> type:

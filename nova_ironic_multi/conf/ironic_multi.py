@@ -411,7 +411,9 @@ Deprecated: set ``[ironic] serial_console_state_timeout`` and ``[ironic]
 vnc_console_state_timeout`` instead (0 there means no bound). While this
 option is set it applies to each console type whose ``[ironic]`` option is
 not set, so an existing configuration keeps its behaviour; an ``[ironic]``
-option that is set wins.
+option that is set wins. nova 32 (2025.2) has no ``[ironic]
+vnc_console_state_timeout``: there this option is the only bound of a VNC
+console change, 60 seconds while it is unset.
 
 Possible values:
 

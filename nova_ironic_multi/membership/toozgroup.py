@@ -54,6 +54,7 @@ from oslo_log import log as logging
 import tooz
 from tooz import coordination
 
+from nova_ironic_multi import compat
 from nova_ironic_multi.membership import base
 from nova_ironic_multi.membership import servicegroup
 from nova_ironic_multi import partition
@@ -223,8 +224,8 @@ class ToozMembership(base.Membership):
 
     def _read(self, coordinator: Any, group: str) -> Reading:
         try:
-            found = coordinator.get_members_with_capabilities(
-                group.encode('utf-8')).get()
+            found = compat.members_with_capabilities(
+                coordinator, group.encode('utf-8'))
         except coordination.GroupNotCreated:
             # Lost with the back end's data, or never created yet.
             found = {}

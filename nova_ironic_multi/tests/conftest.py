@@ -16,13 +16,21 @@ eventlet poisoned, in the default native-threading mode) before anything
 imports futurist or oslo.service, exactly as nova's own test packages do.
 """
 
-# nova's functional package patches (or poisons) eventlet on import, as
-# nova's own test runs do; the unit tests need the same.
-import nova.tests.functional  # noqa: F401
+# Patch (or poison) eventlet first, as nova's own test packages do on
+# import (nova 33 and 34's functional package, every release's unit
+# package; nova 32's functional package does not, so call it here).
+from nova import monkey_patch
+
+monkey_patch.patch()
 
 from typing import Any  # noqa: E402
 import unittest  # noqa: E402
 
+# python-ironicclient fixes its version cache's path (under $HOME) when
+# this module is imported; nova's tests give each test a temporary $HOME.
+# Before 6.3 (2026.2) the module is imported with the first client, inside
+# a test, whose $HOME is gone in the next one: import it before any test.
+from ironicclient.common import filecache  # noqa: E402,F401
 from nova import objects  # noqa: E402
 
 objects.register_all()
@@ -48,9 +56,11 @@ nova_test.TestCase._clear_attrs = _clear_attrs_keep_test_method
 
 def pytest_terminal_summary(terminalreporter: Any, config: Any) -> None:
     # Just before pytest's own summary line: CI pairs the two to know that
-    # this tier and mode ran and what it counted (.ci/summarize.py).
+    # this tier and mode ran on this nova, and what it counted
+    # (.ci/summarize.py).
     from nova import monkey_patch
 
+    from nova_ironic_multi import compat
     from nova_ironic_multi.tests import run_label
     terminalreporter.write_line(run_label.MARKER + run_label.label(
-        config.args, monkey_patch.is_patched()))
+        config.args, monkey_patch.is_patched(), compat.nova_release()))

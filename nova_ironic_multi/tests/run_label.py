@@ -12,11 +12,11 @@
 """The line each pytest run prints so CI can tell which tier it was.
 
 ``.ci/summarize.py`` works out from tox.ini which tiers and modes the
-README's test command runs, then finds this line, followed by pytest's
-summary, for each of them: a tier that crashed or never started has no such
-pair and fails the run by name. The summarizer runs without this package
-installed, so it keeps its own copy of :data:`MARKER`; a unit test keeps
-the two equal.
+README's test command runs, on which nova release, then finds this line,
+followed by pytest's summary, for each of them: a tier that crashed or
+never started has no such pair and fails the run by name. The summarizer
+runs without this package installed, so it keeps its own copy of
+:data:`MARKER`; a unit test keeps the two equal.
 """
 
 from __future__ import annotations
@@ -29,13 +29,14 @@ MARKER = 'nova-ironic-multi pytest run: '
 TIER = re.compile(r'nova_ironic_multi[./]tests[./](\w+)')
 
 
-def label(args: Iterable[str], eventlet: bool) -> str:
-    """``tier/mode``, e.g. ``functional/eventlet``.
+def label(args: Iterable[str], eventlet: bool, nova: int) -> str:
+    """``novaNN tier/mode``, e.g. ``nova34 functional/eventlet``.
 
     :param args: pytest's command-line arguments (``--pyargs`` names or
         paths); the tiers are the test packages they name.
     :param eventlet: whether nova patched eventlet in this process.
+    :param nova: the major version of the nova the run imports.
     """
     tiers = sorted({m.group(1) for a in args for m in TIER.finditer(a)})
-    return '%s/%s' % ('+'.join(tiers) or 'unknown',
-                      'eventlet' if eventlet else 'threading')
+    return 'nova%d %s/%s' % (nova, '+'.join(tiers) or 'unknown',
+                             'eventlet' if eventlet else 'threading')

@@ -119,11 +119,12 @@ class IronicCellTestCase(integrated_helpers.ProviderUsageBaseTestCase):
 
     def _wait_for_server_parameter(self, server: Any, expected_params: Any,
                                    max_retries: int = 10, api: Any = None,
-                                   wait_for_fault_key: bool = True) -> Any:
-        # (nova polls every 0.5 s.)
+                                   **more: Any) -> Any:
+        # (nova polls every 0.5 s. nova 34 adds wait_for_fault_key, which
+        # nova 32 and 33 lack: passed through only when given.)
         return super()._wait_for_server_parameter(
             server, expected_params, max(max_retries, PATIENCE * 2),
-            api=api, wait_for_fault_key=wait_for_fault_key)
+            api=api, **more)
 
     # What the operator would look at ------------------------------------
 

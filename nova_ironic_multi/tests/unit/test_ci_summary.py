@@ -22,12 +22,14 @@ import types
 
 import pytest
 
+from nova_ironic_multi import compat
 from nova_ironic_multi.tests import run_label
 from nova_ironic_multi.tests import source
 from nova_ironic_multi.tests.unit import test_readme
 
-EXPECTED = ['unit/threading', 'functional/threading', 'functional/eventlet',
-            'e2e/threading']
+EXPECTED = ['nova34 unit/threading', 'nova34 functional/threading',
+            'nova34 functional/eventlet', 'nova33 unit/threading',
+            'nova33 functional/eventlet', 'nova34 e2e/threading']
 
 
 def summarize() -> types.ModuleType:
@@ -53,13 +55,18 @@ def run_log(label: str, summary: str | None) -> str:
     return '\n'.join(lines) + '\n'
 
 
+UNIT = '======= 640 passed, 3 warnings in 131.20s (0:02:11) ======='
+FUNCTIONAL = '======= 74 passed in 301.5s (0:05:01) ======='
 GOOD = {
-    'unit/threading': '======= 640 passed, 3 warnings in 131.20s (0:02:11)'
-                      ' =======',
-    'functional/threading': '======= 74 passed in 301.5s (0:05:01) =======',
-    'functional/eventlet': '======= 74 passed in 290.1s (0:04:50) =======',
-    'e2e/threading': '======= 24 passed in 612.0s (0:10:12) =======',
+    'nova34 unit/threading': UNIT,
+    'nova34 functional/threading': FUNCTIONAL,
+    'nova34 functional/eventlet': FUNCTIONAL,
+    'nova33 unit/threading': UNIT,
+    'nova33 functional/eventlet': FUNCTIONAL,
+    'nova34 e2e/threading': '======= 24 passed in 612.0s (0:10:12) =======',
 }
+#: The tests of every run above.
+TOTAL = 2 * 640 + 3 * 74 + 24
 
 
 def judge(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str],
@@ -73,13 +80,32 @@ def judge(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str],
     return rc, capsys.readouterr().out.splitlines()
 
 
-def test_the_command_runs_four_pytest_runs_by_tox_ini() -> None:
+def test_the_command_runs_every_release_by_tox_ini() -> None:
     ci = summarize()
     ini = ci.configparser.ConfigParser(interpolation=None)
     ini.read(source.source_dir() / 'tox.ini')
     envs = ci.tox_envs(test_readme.ci_test_command(), ini)
-    assert envs == ['py3', 'functional', 'e2e']
-    assert ci.expected_runs(ini, envs) == EXPECTED
+    assert envs == ['py3', 'functional', 'nova33', 'e2e']
+    assert ci.expected_runs(ini, envs, str(source.source_dir())) == EXPECTED
+
+
+def test_each_environment_is_labelled_with_the_nova_it_pins(
+        tmp_path: pathlib.Path) -> None:
+    ci = summarize()
+    (tmp_path / 'c').mkdir()
+    (tmp_path / 'c' / 'old.txt').write_text('# x\nnova==31.3.1\n')
+    (tmp_path / 'new.txt').write_text('novaclient==1.0\nnova===35.0.0\n')
+    ini = ci.configparser.ConfigParser(interpolation=None)
+    ini.read_string(
+        '[testenv]\ndeps =\n    -c{toxinidir}/new.txt\n    -rreq.txt\n'
+        'commands = pytest --pyargs nova_ironic_multi.tests.unit\n'
+        '[testenv:old]\ndeps = -c {toxinidir}/c/old.txt\n'
+        '[testenv:none]\ndeps = -rreq.txt\n')
+    assert ci.expected_runs(ini, ['py3', 'old'], str(tmp_path)) == [
+        'nova35 unit/eventlet', 'nova31 unit/eventlet']
+    with pytest.raises(ci.ToxIniError, match=r'\[testenv:none\]: cannot '
+                       'tell which nova it installs'):
+        ci.expected_runs(ini, ['none'], str(tmp_path))
 
 
 def test_a_pytest_command_in_no_known_tier_is_refused() -> None:
@@ -95,62 +121,67 @@ def test_the_label_format_is_the_summarizers() -> None:
     assert ci.MARKER == run_label.MARKER
     assert ci.TIER.pattern == run_label.TIER.pattern
     assert run_label.label(['nova_ironic_multi.tests.functional'],
-                           eventlet=True) == 'functional/eventlet'
+                           eventlet=True, nova=33) == (
+                               'nova33 functional/eventlet')
 
 
 def test_all_good(tmp_path: pathlib.Path,
                   capsys: pytest.CaptureFixture[str]) -> None:
     rc, out = judge(tmp_path, capsys, dict(GOOD))
     assert rc == 0, out
-    assert out[-1] == '812 passed, 0 failed'
+    assert out[-1] == '%d passed, 0 failed' % TOTAL
 
 
 def test_a_crashed_tier_is_named(tmp_path: pathlib.Path,
                                  capsys: pytest.CaptureFixture[str]) -> None:
     # The old sum printed "738 passed, 0 failed" and exited 0 here.
     rc, out = judge(tmp_path, capsys,
-                    {**GOOD, 'functional/eventlet': None})
+                    {**GOOD, 'nova33 functional/eventlet': None})
     assert rc == 1
-    assert ('summarize: FAILED functional/eventlet: no pytest summary: the '
-            'run crashed or never started (read its output above)') in out
-    assert out[-1] == '738 passed, 1 failed'
+    assert ('summarize: FAILED nova33 functional/eventlet: no pytest '
+            'summary: the run crashed or never started (read its output '
+            'above)') in out
+    # The others of the same tier and mode are not blamed.
+    assert sum('FAILED' in line for line in out) == 1
+    assert out[-1] == '%d passed, 1 failed' % (TOTAL - 74)
 
 
 def test_a_tier_that_collected_nothing_is_named(
         tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out = judge(tmp_path, capsys,
-                    {**GOOD, 'e2e/threading':
+                    {**GOOD, 'nova34 e2e/threading':
                      '============ no tests ran in 0.02s ============'})
     assert rc == 1
-    assert ('summarize: FAILED e2e/threading: no test passed (no tests ran '
-            'in 0.02s)') in out
-    assert out[-1] == '788 passed, 1 failed'
+    assert ('summarize: FAILED nova34 e2e/threading: no test passed (no '
+            'tests ran in 0.02s)') in out
+    assert out[-1] == '%d passed, 1 failed' % (TOTAL - 24)
 
 
 def test_a_failing_tier_is_named(tmp_path: pathlib.Path,
                                  capsys: pytest.CaptureFixture[str]) -> None:
     rc, out = judge(tmp_path, capsys,
-                    {**GOOD, 'functional/threading':
+                    {**GOOD, 'nova34 functional/threading':
                      '==== 2 failed, 71 passed, 1 error in 300.0s ===='})
     assert rc == 1
-    assert ('summarize: FAILED functional/threading: 3 failed or in error'
-            in out)
-    assert out[-1] == '809 passed, 3 failed'
+    assert ('summarize: FAILED nova34 functional/threading: 3 failed or in '
+            'error' in out)
+    assert out[-1] == '%d passed, 3 failed' % (TOTAL - 3)
 
 
 def test_a_summary_without_its_label_does_not_count(
         tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     # A tier whose conftest never loaded prints a summary but no label.
     log = tmp_path / 'ci.log'
-    log.write_text(run_log('unit/threading', GOOD['unit/threading']) +
-                   GOOD['functional/threading'] + '\n')
+    log.write_text(run_log('nova34 unit/threading', UNIT) + FUNCTIONAL +
+                   '\n')
     rc = summarize().main([
         str(log), '--command', 'tox -e py3,functional',
         '--tox-ini', str(source.source_dir() / 'tox.ini')])
     out = capsys.readouterr().out.splitlines()
     assert rc == 1
-    assert 'summarize: FAILED functional/eventlet: no pytest summary: the ' \
-           'run crashed or never started (read its output above)' in out
+    assert 'summarize: FAILED nova34 functional/eventlet: no pytest ' \
+           'summary: the run crashed or never started (read its output ' \
+           'above)' in out
     assert out[-1] == '640 passed, 2 failed'
 
 
@@ -167,4 +198,5 @@ def test_a_real_pytest_run_prints_its_label_before_its_summary(
     runs, unlabelled = summarize().read_runs(proc.stdout.splitlines())
     assert unlabelled == 0, proc.stdout
     assert [(r.label, r.passed, r.failed) for r in runs] == [
-        ('unit/threading', 2, 0)], proc.stdout + proc.stderr
+        ('nova%d unit/threading' % compat.nova_release(), 2, 0)], (
+            proc.stdout + proc.stderr)

@@ -17,6 +17,7 @@ import os
 import signal
 import threading
 from unittest import mock
+import uuid as uuidlib
 
 from nova.compute import rpcapi as compute_rpcapi
 from nova.compute import task_states
@@ -44,7 +45,12 @@ class DrainTest(base.DriverTestCase):
         self.flags(manager_shutdown_timeout=160)
         for host in HOSTS:
             self.make_service(host)
-        self.node_ids = [self.ironic.add_node() for _ in range(30)]
+        # Fixed UUIDs: the ring's division, which the tests rely on (enough
+        # nodes for host3, going to both peers without it), is the same in
+        # every run.
+        self.node_ids = [self.ironic.add_node(
+            str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, 'nim-drain-%d' % i)))
+            for i in range(30)]
         self.drivers = self.fleet_drivers(HOSTS)
         self.period()
 
@@ -375,6 +381,44 @@ class SigtermTest(base.DriverTestCase):
         os.kill(os.getpid(), signal.SIGTERM)
         self.assertTrue(listener.called.wait(10))
         self.assertEqual([signal.SIGTERM], seen)
+
+    def test_eventlet_mode_watches_the_wakeup_pipe(self) -> None:
+        # oslo.service's handler stays in place, and is replaced at will.
+        seen = []
+        original = signal.signal(signal.SIGTERM,
+                                 lambda signo, frame: seen.append(signo))
+        self.addCleanup(signal.signal, signal.SIGTERM, original)
+        self.addCleanup(signal.set_wakeup_fd, signal.set_wakeup_fd(-1))
+        self.useFixture(base.fixtures.MockPatchObject(drain, '_SIGTERM',
+                                                      drain._Sigterm()))
+        listener = Listener()
+        self.assertTrue(drain.watch_sigterm(listener))
+        # As after a SIGHUP: oslo.service installs its handler again.
+        signal.signal(signal.SIGTERM,
+                      lambda signo, frame: seen.append(-signo))
+        os.kill(os.getpid(), signal.SIGTERM)
+        self.assertTrue(listener.called.wait(10))
+        self.assertEqual([-signal.SIGTERM], seen)
+
+    def test_eventlet_mode_leaves_a_wakeup_pipe_in_use_alone(self) -> None:
+        self.useFixture(base.fixtures.MockPatchObject(drain, '_SIGTERM',
+                                                      drain._Sigterm()))
+        read_fd, write_fd = os.pipe()
+        self.addCleanup(os.close, read_fd)
+        self.addCleanup(os.close, write_fd)
+        os.set_blocking(write_fd, False)
+        self.addCleanup(signal.set_wakeup_fd, signal.set_wakeup_fd(write_fd))
+        self.assertFalse(drain.watch_sigterm(Listener()))
+        self.assertEqual(write_fd, signal.set_wakeup_fd(write_fd))
+
+    def test_init_host_in_eventlet_mode_watches_sigterm(self) -> None:
+        with mock.patch('nova.monkey_patch.is_patched',
+                        return_value=True), \
+                mock.patch.object(drain, 'watch_sigterm') as watch, \
+                mock.patch.object(drain, 'install_sigterm') as install:
+            self.driver.init_host('host1')
+        watch.assert_called_once_with(self.driver)
+        install.assert_not_called()
 
     def test_not_from_another_thread(self) -> None:
         self.useFixture(base.fixtures.MockPatchObject(drain, '_SIGTERM',

@@ -354,7 +354,7 @@ class ConsoleTest(InstanceOnNode):
                               self.instance)
 
     def test_console_that_never_enables(self) -> None:
-        self.flags(vnc_console_state_timeout=1, group='ironic')
+        self.vnc_console_wait(1)
         real = self.ironic.set_console_mode
         self.ironic.set_console_mode = (  # type: ignore
             lambda node, enabled: real(node, False))

@@ -29,6 +29,7 @@ import redis
 import tooz
 from tooz import coordination
 
+from nova_ironic_multi import compat
 from nova_ironic_multi import conf as nim_conf
 from nova_ironic_multi import membership
 from nova_ironic_multi.membership import toozgroup
@@ -92,11 +93,23 @@ def _answer(call: Callable[[], Any]) -> tuple[Any, ...]:
     return ('ok', value)
 
 
+class _Read:
+    """A group read as the membership plugin makes it, as a result."""
+
+    def __init__(self, coordinator: Any, group: bytes) -> None:
+        self.coordinator, self.group = coordinator, group
+
+    def get(self) -> Any:
+        return compat.members_with_capabilities(self.coordinator, self.group)
+
+
 def scenario(f: Faults) -> list[tuple[Any, ...]]:
     a, b = f.connect(b'a'), f.connect(b'b')
     a.heartbeat()
     b.heartbeat()
-    members = a.get_members_with_capabilities
+
+    def members(group: bytes) -> _Read:
+        return _Read(a, group)
     said = [
         _answer(lambda: members(GROUP)),
         _answer(lambda: a.create_group(GROUP)),
@@ -104,27 +117,27 @@ def scenario(f: Faults) -> list[tuple[Any, ...]]:
         _answer(lambda: a.join_group(GROUP, {'listing': True})),
         _answer(lambda: a.join_group(GROUP, {'listing': True})),
         _answer(lambda: b.join_group(GROUP, {'listing': False})),
-        _answer(lambda: b.get_members_with_capabilities(GROUP)),
+        _answer(lambda: _Read(b, GROUP)),
         _answer(lambda: b.update_capabilities(GROUP, {'listing': True})),
         _answer(lambda: members(GROUP)),
     ]
     f.expire(b'b')
     said += [
         # b still counts itself; a drops it, for everyone.
-        _answer(lambda: b.get_members_with_capabilities(GROUP)),
+        _answer(lambda: _Read(b, GROUP)),
         _answer(lambda: members(GROUP)),
-        _answer(lambda: b.get_members_with_capabilities(GROUP)),
+        _answer(lambda: _Read(b, GROUP)),
         _answer(lambda: b.update_capabilities(GROUP, {'listing': True})),
         _answer(lambda: b.leave_group(GROUP)),
     ]
     f.delete_group(GROUP)
     said += [
         _answer(lambda: members(GROUP)),
-        _answer(lambda: a.join_group(GROUP)),
+        _answer(lambda: a.join_group(GROUP, {'listing': False})),
         _answer(lambda: a.update_capabilities(GROUP, {'listing': True})),
         _answer(lambda: a.leave_group(GROUP)),
         _answer(lambda: a.create_group(GROUP)),
-        _answer(lambda: a.join_group(GROUP)),
+        _answer(lambda: a.join_group(GROUP, {'listing': False})),
         _answer(lambda: members(GROUP)),
     ]
     f.flush()
@@ -132,7 +145,7 @@ def scenario(f: Faults) -> list[tuple[Any, ...]]:
     said += [
         _answer(lambda: members(GROUP)),
         _answer(lambda: a.create_group(GROUP)),
-        _answer(lambda: a.join_group(GROUP)),
+        _answer(lambda: a.join_group(GROUP, {'listing': False})),
         _answer(lambda: members(GROUP)),
     ]
     return said

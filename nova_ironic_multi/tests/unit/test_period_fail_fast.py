@@ -29,6 +29,7 @@ from keystoneauth1 import exceptions as ks_exc
 from nova import exception
 from nova.virt import virtapi
 
+from nova_ironic_multi import compat
 from nova_ironic_multi import driver
 from nova_ironic_multi import ironic
 from nova_ironic_multi import states
@@ -157,3 +158,43 @@ class PeriodFailsFastTest(base.DriverTestCase):
         self.assertEqual(1 + RETRIES,
                          self.api.node.get_by_instance_uuid.call_count)
         self.assertEqual([2] * RETRIES, self.sleeps)
+
+    def _start_then_period(self, nova_calls_hook: bool) -> int:
+        """Attempts of a server action's read after a start and a period.
+
+        The start calls process_instances_at_startup or not.
+        """
+        inst = self.fake_instance('n1')
+        self.api.node.get_by_instance_uuid.reset_mock()
+        self.api.node.get_by_instance_uuid.side_effect = OUTAGES['503']
+        self.driver.get_available_nodes()
+        if nova_calls_hook:
+            self.driver.process_instances_at_startup(self.ctxt, [inst])
+        self.assertRaises(exception.NovaException, self.driver.get_info,
+                          inst, use_cache=False)
+        self.assertEqual(1, self.api.node.get_by_instance_uuid.call_count)
+        self.driver.get_available_nodes()
+        self.api.node.get_by_instance_uuid.reset_mock()
+        self.assertRaises(exception.NovaException, self.driver.get_info,
+                          inst, use_cache=False)
+        count: int = self.api.node.get_by_instance_uuid.call_count
+        return count
+
+    def test_a_nova_without_the_startup_hook_ends_the_start_too(
+            self) -> None:
+        # nova 32 and 33 never call process_instances_at_startup: the
+        # start's node listing stands for it, and the period after it ends
+        # the start as on nova 34.
+        with mock.patch.object(compat, 'lists_nodes_before_instances',
+                               return_value=True):
+            self.assertEqual(1 + RETRIES, self._start_then_period(False))
+
+    def test_a_nova_with_the_startup_hook_waits_for_it(self) -> None:
+        # nova 34: the listing before the hook is still the start's.
+        with mock.patch.object(compat, 'lists_nodes_before_instances',
+                               return_value=False):
+            self.assertEqual(1, self._start_then_period(False))
+        self.driver.init_host(self.HOST)
+        with mock.patch.object(compat, 'lists_nodes_before_instances',
+                               return_value=False):
+            self.assertEqual(1 + RETRIES, self._start_then_period(True))

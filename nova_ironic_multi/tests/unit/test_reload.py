@@ -549,3 +549,28 @@ def test_a_reload_that_drops_the_tooz_url_is_refused(
     conf.mutate_config_files()
     assert conf.ironic_multi.partition_key == 'rack-a'
     assert 'needs [ironic_multi] tooz_backend_url' in caplog.text
+
+
+def test_an_unknown_membership_driver_refuses_the_whole_reload(
+        state: reload._State, conf_file: tuple[cfg.ConfigOpts, pathlib.Path],
+        caplog: pytest.LogCaptureFixture) -> None:
+    # Found by the soak: the name was taken (oslo.config only says it
+    # ignores the change of an immutable option), and the next start
+    # failed on it.
+    conf, path = conf_file
+    reload.watch(conf, Listener(conf))
+    path.write_text('[ironic_multi]\npartition_key = rack-b\n'
+                    'peer_list = host1\nmembership_driver = no-such-driver\n')
+    conf.mutate_config_files()
+    assert conf.ironic_multi.partition_key == 'rack-a'
+    assert ('rejected the new value of [ironic_multi] membership_driver, '
+            'which is applied at start only and could not work there: '
+            "'no-such-driver' is not a known plugin" in caplog.text)
+    assert 'servicegroup' in caplog.text      # what would work
+    assert 'Reload not applied' in caplog.text
+    caplog.clear()
+    path.write_text('[ironic_multi]\npartition_key = rack-b\n'
+                    'peer_list = host1\nmembership_driver = static\n')
+    conf.mutate_config_files()
+    assert conf.ironic_multi.partition_key == 'rack-b'
+    assert 'rejected' not in caplog.text

@@ -1,0 +1,142 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Both sides of each difference between releases, whichever one runs.
+
+Each tox environment runs one release, so it meets only one side of each
+difference in :mod:`compat`; these tests run the other side too.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from oslo_config import cfg
+import pytest
+import tooz
+from tooz import coordination
+
+from nova_ironic_multi import compat
+from nova_ironic_multi.tests.fixtures import fake_tooz
+
+GROUP = b'nim-compat'
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def group_of_three() -> tuple[fake_tooz.Backend, Clock, Any]:
+    """a and b live, c joined and then stopped heartbeating."""
+    clock = Clock()
+    backend = fake_tooz.Backend(clock, membership_timeout=10)
+    a, b, c = (backend.coordinator(m) for m in (b'a', b'b', b'c'))
+    a.create_group(GROUP).get()
+    for member, caps in ((a, {'listing': True}), (b, {'listing': False}),
+                         (c, {'listing': True})):
+        member.heartbeat()
+        member.join_group(GROUP, caps).get()
+    clock.now = 5
+    a.heartbeat()
+    b.heartbeat()
+    clock.now = 12
+    return backend, clock, a
+
+
+@pytest.fixture(params=[True, False], ids=['tooz-9', 'tooz-7-8'])
+def tooz_read(request: pytest.FixtureRequest,
+              monkeypatch: pytest.MonkeyPatch) -> bool:
+    one_call: bool = request.param
+    monkeypatch.setattr(compat, 'reads_members_with_capabilities',
+                        lambda: one_call)
+    return one_call
+
+
+def test_a_group_reads_the_same_with_either_tooz(tooz_read: bool) -> None:
+    _backend, _clock, a = group_of_three()
+    assert compat.members_with_capabilities(a, GROUP) == {
+        b'a': {'listing': True}, b'b': {'listing': False}}
+
+
+def test_a_missing_group_is_not_created_with_either_tooz(
+        tooz_read: bool) -> None:
+    backend = fake_tooz.Backend()
+    with pytest.raises(coordination.GroupNotCreated):
+        compat.members_with_capabilities(backend.coordinator(b'a'), GROUP)
+
+
+def test_an_unreachable_back_end_fails_with_either_tooz(
+        tooz_read: bool) -> None:
+    backend, _clock, a = group_of_three()
+    backend.down = True
+    with pytest.raises(tooz.ToozError):
+        compat.members_with_capabilities(a, GROUP)
+
+
+def test_a_member_leaving_between_the_two_reads_is_not_a_member(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Only tooz 7 and 8 read a group in two steps.
+    monkeypatch.setattr(compat, 'reads_members_with_capabilities',
+                        lambda: False)
+    _backend, _clock, a = group_of_three()
+    b = _backend.coordinator(b'b')
+    members = a.get_members
+
+    def then_b_leaves(group: bytes) -> Any:
+        found = members(group)
+        b.leave_group(group).get()
+        return found
+    a.get_members = then_b_leaves
+    assert compat.members_with_capabilities(a, GROUP) == {
+        b'a': {'listing': True}}
+
+
+def test_the_group_read_api_is_the_installed_toozs() -> None:
+    base = coordination.CoordinationDriver
+    assert compat.group_read_api()
+    for name in compat.group_read_api():
+        assert callable(getattr(base, name)), name
+
+
+def test_an_option_is_read_by_group_name_on_the_installed_oslo_config(
+) -> None:
+    conf = cfg.ConfigOpts()
+    conf.register_opt(cfg.StrOpt('x', default='y'), group='g')
+    conf([])
+    value, _loc = conf._do_get('x', compat.option_group(conf, 'g'))
+    assert value == 'y'
+    assert compat.option_group(conf, None) is None
+
+
+
+def test_a_nova_outside_the_tested_releases_is_warned_at_start(
+        monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(compat, 'nova_release', lambda: 31)
+    with caplog.at_level(logging.WARNING, logger='nova_ironic_multi.compat'):
+        compat.warn_if_untested_nova()
+    assert [r.getMessage() for r in caplog.records] == [
+        'nova-ironic-multi runs in nova 31, a release it is not tested in; '
+        'tested: nova 32 (2025.2), nova 33 (2026.1), nova 34 (2026.2). See '
+        '"Supported versions" in the install guide.']
+
+
+def test_the_running_nova_is_a_tested_one_and_not_warned(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger='nova_ironic_multi.compat'):
+        compat.warn_if_untested_nova()
+    assert compat.nova_release() in compat.TESTED_NOVA
+    assert caplog.records == []
