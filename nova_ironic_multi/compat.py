@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import inspect
+import os
 from typing import Any
 
 from oslo_config import cfg
@@ -57,6 +59,23 @@ def nova_release() -> int:
     depends on it.
     """
     return int(importlib.metadata.version('nova').split('.')[0])
+
+
+def patch_for_threads() -> None:
+    """Choose nova's concurrency model for a tool run on native threads.
+
+    ``OS_NOVA_DISABLE_EVENTLET_PATCHING`` still wins when it is set. nova
+    33 (2026.1) and 34 (2026.2) take the default mode as
+    ``monkey_patch.patch(backend=...)``; nova 32 (2025.2) has no such
+    argument and patches eventlet unless the variable says not to, so there
+    the variable is set (for this process) when it is unset.
+    """
+    from nova import monkey_patch
+    if 'backend' in inspect.signature(monkey_patch.patch).parameters:
+        monkey_patch.patch(backend='threading')
+    else:
+        os.environ.setdefault('OS_NOVA_DISABLE_EVENTLET_PATCHING', '1')
+        monkey_patch.patch()
 
 
 def warn_if_untested_nova() -> None:

@@ -397,7 +397,7 @@ _SIGTERM = _Sigterm()
 
 
 def install_sigterm(listener: Any) -> bool:
-    """Call ``listener.sigterm()`` in a thread as soon as SIGTERM arrives.
+    """Call ``listener._on_sigterm()`` in a thread as soon as SIGTERM arrives.
 
     Then the handler that was in place (oslo.service's graceful shutdown)
     runs as before. Installed once per process, only from the main thread
@@ -413,7 +413,7 @@ def install_sigterm(listener: Any) -> bool:
             def handler(signo: int, frame: Any) -> None:
                 for listener in list(_SIGTERM.listeners):
                     # Never held up here: the shutdown must begin.
-                    threading.Thread(target=listener.sigterm,
+                    threading.Thread(target=listener._on_sigterm,
                                      name='nova-ironic-multi-drain',
                                      daemon=True).start()
                 if callable(previous):
@@ -429,7 +429,7 @@ def install_sigterm(listener: Any) -> bool:
 
 
 def watch_sigterm(listener: Any) -> bool:
-    """Eventlet mode: call ``listener.sigterm()`` as soon as SIGTERM arrives.
+    """Eventlet mode: call ``listener._on_sigterm()`` at once on SIGTERM.
 
     oslo.service's launcher owns the handlers there: it installs its own
     before nova starts the service and again after each SIGHUP, dropping
@@ -475,6 +475,6 @@ def _read_wakeups(read_fd: int) -> None:
             continue
         if signal.SIGTERM in data:
             for listener in list(_SIGTERM.listeners):
-                threading.Thread(target=listener.sigterm,
+                threading.Thread(target=listener._on_sigterm,
                                  name='nova-ironic-multi-drain',
                                  daemon=True).start()

@@ -173,7 +173,7 @@ class IronicDriver(virt_driver.ComputeDriver):
             return self._ironic.fail_fast()
         return contextlib.nullcontext()
 
-    def sigterm(self) -> None:
+    def _on_sigterm(self) -> None:
         """SIGTERM arrived: begin a drain (:mod:`drain`).
 
         With drain_on_stop, no new builds from now on.

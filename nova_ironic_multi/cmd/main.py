@@ -26,9 +26,9 @@ from __future__ import annotations
 
 # nova chooses its concurrency model when first imported: this short-lived
 # tool runs on native threads (eventlet poisoned), like nova-compute.
-from nova import monkey_patch
+from nova_ironic_multi import compat
 
-monkey_patch.patch(backend='threading')
+compat.patch_for_threads()
 
 import argparse  # noqa: E402
 import sys  # noqa: E402

@@ -18,6 +18,7 @@ difference in :mod:`compat`; these tests run the other side too.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from oslo_config import cfg
@@ -140,3 +141,25 @@ def test_the_running_nova_is_a_tested_one_and_not_warned(
         compat.warn_if_untested_nova()
     assert compat.nova_release() in compat.TESTED_NOVA
     assert caplog.records == []
+
+
+def test_a_tool_runs_on_threads_with_either_patch_signature(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from nova import monkey_patch
+    calls: list[Any] = []
+
+    def patch_33_34(backend: str = 'eventlet') -> None:
+        calls.append(backend)
+
+    def patch_32() -> None:
+        calls.append(os.environ.get('OS_NOVA_DISABLE_EVENTLET_PATCHING'))
+
+    monkeypatch.setattr(monkey_patch, 'patch', patch_33_34)
+    compat.patch_for_threads()
+    monkeypatch.setattr(monkey_patch, 'patch', patch_32)
+    monkeypatch.delenv('OS_NOVA_DISABLE_EVENTLET_PATCHING', raising=False)
+    compat.patch_for_threads()
+    # The variable still wins where the operator set it.
+    monkeypatch.setenv('OS_NOVA_DISABLE_EVENTLET_PATCHING', '0')
+    compat.patch_for_threads()
+    assert calls == ['threading', '1', '0']

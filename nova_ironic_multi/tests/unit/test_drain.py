@@ -363,7 +363,7 @@ class Listener:
     def __init__(self) -> None:
         self.called = threading.Event()
 
-    def sigterm(self) -> None:
+    def _on_sigterm(self) -> None:
         self.called.set()
 
 
@@ -434,17 +434,17 @@ class SigtermTest(base.DriverTestCase):
         self.flags(drain_on_stop=True, group='ironic_multi')
         self.flags(manager_shutdown_timeout=160)
         self.make_service('host1')
-        self.driver.sigterm()
+        self.driver._on_sigterm()
         svc = objects.Service.get_by_compute_host(self.ctxt, 'host1')
         self.assertTrue(svc.disabled)
         with mock.patch.object(drain, 'disable') as again:
-            self.driver.sigterm()
+            self.driver._on_sigterm()
             self.driver.cleanup_host('host1')
         again.assert_not_called()
 
     def test_begin_does_nothing_without_the_option(self) -> None:
         self.make_service('host1')
-        self.driver.sigterm()
+        self.driver._on_sigterm()
         self.assertFalse(objects.Service.get_by_compute_host(
             self.ctxt, 'host1').disabled)
 
