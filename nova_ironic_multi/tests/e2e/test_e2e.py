@@ -32,6 +32,12 @@ e5. the operator sets ``takeover = fenced`` (SIGHUP); a host with the demo
    the demo user reboots and deletes them; the host comes back, is
    unfenced and takes only free nodes (the figures of the operations docs:
    time to manageable, nodes managed twice, instances lost or stuck);
+e6. planned scale-in and back out: the demo project has servers on every
+   host; host3 gets ``drain_on_stop`` by SIGHUP and SIGTERM: it disables
+   itself, hands its servers to the hosts the ring names without it and
+   exits, while the demo user reboots, stops and starts every server;
+   started again it enables itself and takes only its share of the free
+   nodes; no node is ever managed by two hosts;
 f. the operator labels the nodes with shards (``nova-ironic-multi shards
    plan|apply``) and switches every host to ``divide = shards`` by SIGHUP:
    each host lists only its shards, a killed host's shards move to the
@@ -88,6 +94,7 @@ from nova_ironic_multi import rings
 from nova_ironic_multi import sharding
 from nova_ironic_multi.tests.e2e import reports
 from nova_ironic_multi.tests.fixtures import deployment
+from nova_ironic_multi.tests.fixtures import keystone
 from nova_ironic_multi.tests.fixtures import processes
 
 HOSTS = ('host1', 'host2', 'host3')
@@ -1345,6 +1352,330 @@ def test_e5_fenced_host_instances_taken_over_and_managed_by_demo_user(
         env: Env, figures: list[str]) -> None:
     enable_fenced_takeover(env)
     fenced_takeover(env, figures, 'nodes', 'host3', count=3)
+
+
+# e6. Planned scale-in and back out (drain_on_stop) ----------------------
+
+#: The host removed and added back. No server of the earlier steps is left
+#: on it, so the later steps find the deployment as they would without
+#: this one; and in eventlet mode the driver sees SIGTERM through the
+#: signal wake-up pipe, the less direct of its two ways.
+SCALED = 'host3'
+#: How nova's service record says why the drained host takes no builds.
+DRAIN_REASON = 'nova-ironic-multi: drained on stop'
+
+
+def demo_project_server(env: Env, name: str, host: str, node: str) -> str:
+    """``openstack server create`` of a demo project's server on ``node``.
+
+    Choosing the host is an admin's call, so the admin, with the admin
+    role in the demo project for the scenario, creates it there; from then
+    on the demo user manages it as its own.
+    """
+    server_id: str = env.cli(
+        'admin', '--os-project-name', keystone.DEMO_PROJECT, 'server',
+        'create', '--flavor', env.flavor, '--image', env.dep.image_id,
+        '--nic', 'none', '--host', host, '--hypervisor-hostname', node,
+        '-f', 'json', name)['id']
+    env.servers[name] = server_id
+    env.owners[name] = 'demo'
+    return server_id
+
+
+def wait_status(env: Env, server_id: str, status: str,
+                power_state: int) -> dict[str, Any]:
+    """Until nova's API shows the server idle in ``status``."""
+    def idle() -> dict[str, Any] | None:
+        s = env.nova.server(server_id)
+        if s['status'] == 'ERROR':
+            raise AssertionError('server %s went to ERROR: %s' % (
+                server_id, s.get('fault')))
+        return s if (s['status'], s['OS-EXT-STS:task_state'],
+                     s['OS-EXT-STS:power_state']) == (
+                         status, None, power_state) else None
+
+    return processes.wait_for('server %s to be %s' % (server_id, status),
+                              idle, BOOT_TIMEOUT, interval=0.25)
+
+
+def reboot(env: Env, name: str, host: str, node: str) -> None:
+    """The demo user hard-reboots its server with the CLI, on ``host``."""
+    server_id = env.servers[name]
+    env.cli('demo', 'server', 'reboot', '--hard', '--wait', server_id)
+    s = wait_status(env, server_id, 'ACTIVE', 1)
+    assert s['OS-EXT-SRV-ATTR:host'] == host, (name, s)
+    ironic_node = env.ironic.node.get(node)
+    assert (ironic_node.instance_uuid, ironic_node.provision_state,
+            ironic_node.power_state) == (server_id, 'active', 'power on'), (
+                name, ironic_node)
+
+
+def stop_start(env: Env, servers: Mapping[str, tuple[str, str]]) -> None:
+    """The demo user stops its servers, then starts them, with the CLI.
+
+    ``servers``: id -> (the host nova must keep it on, its node); Ironic
+    powers each node off, then on.
+    """
+    env.cli('demo', 'server', 'stop', *servers)
+    for server_id, (host, node) in servers.items():
+        s = wait_status(env, server_id, 'SHUTOFF', 4)
+        assert s['OS-EXT-SRV-ATTR:host'] == host, s
+        assert env.ironic.node.get(node).power_state == 'power off', s
+    env.cli('demo', 'server', 'start', *servers)
+    for server_id, (host, node) in servers.items():
+        s = wait_status(env, server_id, 'ACTIVE', 1)
+        assert s['OS-EXT-SRV-ATTR:host'] == host, s
+        ironic_node = env.ironic.node.get(node)
+        assert (ironic_node.instance_uuid, ironic_node.provision_state,
+                ironic_node.power_state) == (server_id, 'active',
+                                             'power on'), ironic_node
+
+
+def compute_service(env: Env, host: str) -> dict[str, Any]:
+    """``openstack compute service list --long``'s row for ``host``."""
+    (row,) = env.cli('admin', 'compute', 'service', 'list', '--service',
+                     'nova-compute', '--host', host, '--long', '-f', 'json')
+    return dict(row)
+
+
+def test_e6_scale_in_and_out_with_drain_on_stop(
+        env: Env, figures: list[str]) -> None:
+    """From three computes to two and back, servers on every host.
+
+    ``drain_on_stop`` by SIGHUP on host3, then SIGTERM: while it stops and
+    after, the demo user reboots, stops and starts every server; host3's
+    go to the hosts the ring names without it and exit leaves its service
+    disabled for the drain. Started again, it enables itself and takes its
+    ring share of the free nodes; nothing flaps back, no node is managed by
+    two hosts, and every server is deleted through the CLI.
+    """
+    began = time.monotonic()
+    compute = env.compute(SCALED)
+    survivors = tuple(h for h in HOSTS if h != SCALED)
+    assert compute.partition.get('peer_list') == ALL_PEERS, compute.partition
+    env.wait_division(env.expected(HOSTS, env.plan.g1),
+                      'g1 divided between the three hosts')
+
+    # Servers of the demo project on every host: one on each survivor, and
+    # one on each free node of host3 (the ring gives them to both
+    # survivors once host3 is gone).
+    db, busy = env.db_division(), env.busy()
+    free = {h: sorted(n for n in env.plan.g1
+                      if db[n] == h and n not in busy) for h in HOSTS}
+    assert all(free.values()), free
+    placed = {'scale-%s' % h: (h, free[h][0]) for h in survivors}
+    placed.update({'scale-%s-%d' % (SCALED, i): (SCALED, node)
+                   for i, node in enumerate(free[SCALED])})
+    heirs = {node: share(survivors, [node])[node]
+             for name, (h, node) in placed.items() if h == SCALED}
+    assert set(heirs.values()) == set(survivors), heirs
+    role = ('role', '--project', keystone.DEMO_PROJECT, '--user',
+            keystone.ADMIN[0], 'admin')
+    env.cli('admin', role[0], 'add', *role[1:])
+    with futures.ThreadPoolExecutor(len(placed)) as pool:
+        try:
+            for boot in [pool.submit(demo_project_server, env, name, h,
+                                     node)
+                         for name, (h, node) in placed.items()]:
+                boot.result()
+        finally:
+            # (While the servers deploy.)
+            unrole = pool.submit(env.cli, 'admin', role[0], 'remove',
+                                 *role[1:])
+        ids = {name: env.servers[name] for name in placed}
+        for name, (host, node) in placed.items():
+            s = env.wait_active(ids[name])
+            assert (s['OS-EXT-SRV-ATTR:host'],
+                    s['OS-EXT-SRV-ATTR:hypervisor_hostname']) == (
+                        host, node), s
+        unrole.result()
+    # Where each server must be once host3 is gone.
+    after = {name: (heirs[node] if h == SCALED else h)
+             for name, (h, node) in placed.items()}
+    others = {sid: env.nova.server(sid)['OS-EXT-SRV-ATTR:host']
+              for name, sid in env.servers.items() if name not in placed}
+
+    # The operator sets drain_on_stop and reloads host3, then stops it.
+    mark = compute.process.log_size()
+    compute.reconfigure(drain_on_stop='true')
+    compute.sighup()
+    env.wait_log(SCALED, r'Option ironic_multi\.drain_on_stop changed from '
+                 r'\[\w+\] to \[[Tt]rue\]', mark)
+    record_ids = env.dep.cell.compute_node_ids()
+    generations = {p['uuid']: p['generation']
+                   for p in env.dep.placement.providers()}
+    marks = {h: env.compute(h).process.log_size() for h in HOSTS}
+    sampler = RowSampler(env)
+    sampler.start()
+    try:
+        stopped_at = time.time()
+        compute.process.signal(signal.SIGTERM)
+        moved: dict[str, float] = {}
+
+        def handed_over(name: str) -> None:
+            # nova's API shows it on its new host: from then on the demo
+            # user manages it there, host3 still stopping or gone.
+            sid = ids[name]
+            processes.wait_for(
+                '%s handed over to %s' % (name, after[name]),
+                lambda: env.nova.server(sid)['OS-EXT-SRV-ATTR:host'] ==
+                after[name], STOP_TIMEOUT, interval=0.1)
+            moved[name] = time.time() - stopped_at
+
+        def manage(name: str) -> None:
+            if placed[name][0] == SCALED:
+                handed_over(name)
+            reboot(env, name, after[name], placed[name][1])
+
+        # Every server rebooted right away: the survivors' while host3
+        # stops, its own as soon as they are handed over; then all are
+        # stopped and started (host3 gone by then, or still stopping).
+        with futures.ThreadPoolExecutor(len(placed)) as pool:
+            jobs = [pool.submit(manage, name) for name in placed]
+            status = compute.process.wait(STOP_TIMEOUT)
+            exited = time.time() - stopped_at
+            assert status == 0, (status, compute.process.tail())
+            for job in jobs:
+                job.result()
+        stop_start(env, {ids[name]: (after[name], placed[name][1])
+                         for name in placed})
+        managed = time.time() - stopped_at
+        drained = log_slice(env, SCALED, marks[SCALED])
+        (summary,) = [line for line in drained if re.search(
+            r'Draining: \d+ instance\(s\) of %s handed over' % SCALED, line)]
+        assert ', 0 left,' in summary, summary
+        (disabled,) = [line for line in drained if re.search(
+            'Draining: nova-compute on %s is disabled' % SCALED, line)]
+        (shutdown,) = [line for line in drained if 'service graceful '
+                       'shutdown started' in line]
+
+        # After the exit: the operator's view.
+        def on(host: str) -> dict[str, tuple[str, str]]:
+            return {s['ID']: (host, s['Status']) for s in env.cli(
+                'admin', 'server', 'list', '--all-projects', '--project',
+                keystone.DEMO_PROJECT, '--host', host, '-f', 'json')}
+
+        with futures.ThreadPoolExecutor(len(survivors)) as pool:
+            listed = dict(collections.ChainMap(*pool.map(on, survivors)))
+        assert listed == {sid: (after[name], 'ACTIVE')
+                          for name, sid in ids.items()}, listed
+        service = compute_service(env, SCALED)
+        assert service['Status'] == 'disabled', service
+        assert service['Disabled Reason'].startswith(DRAIN_REASON), service
+        # The survivors report the moved nodes as theirs (same records).
+        env.wait_division({node: after[name]
+                           for name, (h, node) in placed.items()},
+                          'the survivors reporting host3\'s nodes')
+        rows_moved = time.time() - stopped_at
+
+        # Scale out: host3 starts again, without drain_on_stop. Meanwhile
+        # the demo user deletes one of the servers it handed over: its
+        # node is free again, and host3's share when it is back.
+        gone = sorted(n for n in placed if placed[n][0] == SCALED)[0]
+        with futures.ThreadPoolExecutor(1) as pool:
+            deleting = pool.submit(env.delete, gone)
+            del compute.partition['drain_on_stop']
+            compute.write_conf()
+            restart = compute.process.log_size()
+            restarted_at = time.time()
+            compute.start()
+            freed_node = deleting.result()
+        freed = env.ironic.node.get(freed_node)
+        assert (freed.instance_uuid, freed.provision_state) == (
+            None, 'available'), freed
+        env.wait_log(SCALED, 'nova-compute on %s was disabled by its last '
+                     'drain: enabled again' % SCALED, restart,
+                     timeout=deployment.START_TIMEOUT)
+        env.wait_up(SCALED)
+        want = env.expected(HOSTS, env.plan.g1)
+        assert want[freed_node] == SCALED, want
+        env.wait_division(want, 'host3 back: g1 divided between the three')
+        back = time.time() - restarted_at
+        settle = {h: env.compute(h).process.log_size() for h in HOSTS}
+        for host in HOSTS:
+            env.periods(host, settle[host])
+        ended = time.time()
+    finally:
+        sampler.finish()
+    service = compute_service(env, SCALED)
+    assert (service['Status'], service['State']) == ('enabled', 'up'), (
+        service)
+    db = env.db_division()
+    assert {n: db.get(n) for n in want} == want
+
+    # Nothing flapped back, and host3 never acted on what it handed over.
+    kept = {name: placed[name][1] for name in placed
+            if placed[name][0] == SCALED and name != gone}
+    assert not sampler.back_on(SCALED, kept.values())
+    for name in kept:
+        assert not env.log_lines(SCALED, ids[name], restart), name
+    # Who managed which node, from every host's periods: host3 until its
+    # shutdown began (its periodic tasks stop there) or its last period
+    # under way then ended, and again after its start.
+    last_audit = max([reports.log_time(line) for line in drained
+                      if reports.AUDIT.search(line)], default=0.0)
+    until = max(reports.log_time(shutdown), last_audit)
+    spans = [s for h in survivors for s in reports.spans(
+        h, log_slice(env, h, marks[h]), until=ended)]
+    spans += reports.spans(SCALED, drained, until=until)
+    spans += reports.spans(SCALED, log_slice(env, SCALED, restart),
+                           until=ended)
+    twice = reports.overlaps(spans)
+    busy_twice = [o for o in twice if o.node in kept.values() or
+                  o.node in {placed[n][1] for n in placed
+                             if placed[n][0] != SCALED}]
+    free_twice = [o for o in twice if o not in busy_twice]
+
+    # No duplicate and no loss: the same records and providers.
+    assert_one_row_per_node(env.rows())
+    assert env.dep.cell.compute_node_ids() == record_ids
+    assert_one_provider_per_node(env)
+    providers = {p['uuid']: p['generation']
+                 for p in env.dep.placement.providers()}
+    assert providers.keys() == generations.keys()
+    assert all(providers[u] >= g for u, g in generations.items())
+    assert_allocations_only_for_live_servers(env)
+    for sid, host in others.items():
+        assert env.nova.server(sid)['OS-EXT-SRV-ATTR:host'] == host, sid
+    assert_servers_untouched(env)
+
+    # Still manageable after the return, and deletable: the demo user
+    # deletes every server of the scenario.
+    with futures.ThreadPoolExecutor(len(placed)) as pool:
+        nodes = list(pool.map(env.delete, [n for n in placed if n != gone]))
+    for node in nodes:
+        freed = env.ironic.node.get(node)
+        assert (freed.instance_uuid, freed.provision_state) == (
+            None, 'available'), freed
+    assert_allocations_only_for_live_servers(env)
+    env.wait_division(env.expected(HOSTS, env.plan.g1),
+                      'g1 divided between the three hosts at the end')
+
+    line = (
+        'scale-in (drain_on_stop by SIGHUP, SIGTERM to %s in %s mode) with '
+        '%d servers (%d on %s): disabled +%.1fs, handed over by +%s s (%s), '
+        'exited 0 at +%.1fs, the survivors\' records at +%.1fs; the demo '
+        'user\'s reboots, stop and start of every server done at +%.1fs; '
+        'scale-out: enabled again, and its share of the free nodes back, '
+        '%.1fs after its start; nodes managed by two hosts at once: %d of '
+        'servers, %d free for at most %.1fs; most duplicate records in a '
+        'sample: %d (%d samples); scenario %.0fs'
+        % (SCALED, compute.mode, len(placed), len(heirs), SCALED,
+           reports.log_time(disabled) - stopped_at,
+           '/'.join('%.1f' % t for t in sorted(moved.values())),
+           summary[summary.index('Draining:'):],
+           exited, rows_moved, managed, back, len(busy_twice),
+           len({o.node for o in free_twice}),
+           max((o.seconds for o in free_twice), default=0.0),
+           sampler.most_duplicates(), len(sampler.samples),
+           time.monotonic() - began))
+    figures.append(line)
+    print(line)
+    assert sampler.most_duplicates() == 0
+    assert not busy_twice, busy_twice
+    assert_within(max((o.seconds for o in free_twice), default=0.0), PERIOD,
+                  'free nodes managed by two hosts when %s came back'
+                  % SCALED)
 
 
 # f. Dividing the listing by shard ---------------------------------------
