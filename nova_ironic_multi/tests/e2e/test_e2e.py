@@ -1563,10 +1563,9 @@ def test_e6_scale_in_and_out_with_drain_on_stop(
         assert service['Status'] == 'disabled', service
         assert service['Disabled Reason'].startswith(DRAIN_REASON), service
         # The survivors report the moved nodes as theirs (same records).
-        env.wait_division({node: after[name]
-                           for name, (h, node) in placed.items()},
-                          'the survivors reporting host3\'s nodes')
-        rows_moved = time.time() - stopped_at
+        heirs_of = {node: after[name] for name, (h, node) in placed.items()
+                    if h == SCALED}
+        env.wait_division(heirs_of, 'the survivors reporting host3\'s nodes')
 
         # Scale out: host3 starts again, without drain_on_stop. Meanwhile
         # the demo user deletes one of the servers it handed over: its
@@ -1621,6 +1620,13 @@ def test_e6_scale_in_and_out_with_drain_on_stop(
     spans += reports.spans(SCALED, log_slice(env, SCALED, restart),
                            until=ended)
     twice = reports.overlaps(spans)
+    # When the survivors' periods had written the handed-over nodes'
+    # records (the first sample that shows them all there).
+    rows_moved = min(at for at, rows in sampler.samples
+                     if at > stopped_at and
+                     all(r['host'] == heirs_of[r['hypervisor_hostname']]
+                         for r in rows
+                         if r['hypervisor_hostname'] in heirs_of)) - stopped_at
     busy_twice = [o for o in twice if o.node in kept.values() or
                   o.node in {placed[n][1] for n in placed
                              if placed[n][0] != SCALED}]
