@@ -136,6 +136,8 @@ def lists_nodes_before_instances() -> bool:
 #: The most this package gives ``cleanup_host`` at a stop: what nova 34
 #: (2026.2) reserves for it out of its manager's stop time.
 CLEANUP_HOST_SECONDS = 20.0
+#: oslo.service's default ``[DEFAULT] graceful_shutdown_timeout``.
+OSLO_GRACEFUL_SHUTDOWN_TIMEOUT = 60.0
 
 
 def _graceful_shutdown() -> Any:
@@ -149,7 +151,12 @@ def cleanup_host_seconds(conf: cfg.ConfigOpts) -> tuple[float, str]:
     Returns them with the options that set them, as an operator would
     change them (for the log when they leave no time).
     """
-    graceful = float(conf.graceful_shutdown_timeout)  # 0: no bound at all
+    try:
+        graceful = float(conf.graceful_shutdown_timeout)  # 0: no bound
+    except cfg.NoSuchOptError:
+        # nova 32 (2025.2) leaves the option to oslo.service's launcher,
+        # which registers it with this default when the service starts.
+        graceful = OSLO_GRACEFUL_SHUTDOWN_TIMEOUT
     graceful_text = f'[DEFAULT] graceful_shutdown_timeout = {graceful:g}'
     wait = _graceful_shutdown()
     if wait is None:

@@ -241,3 +241,14 @@ def test_the_running_nova_is_read_not_assumed() -> None:
         assert seconds == 0          # nova 34 reserves nothing out of 0
     else:
         assert seconds == 20         # nova 32, 33: nothing slept
+
+
+def test_nova32_before_the_launcher_registers_the_stop_bound() -> None:
+    # nova 32 registers no graceful_shutdown_timeout of its own: until
+    # oslo.service's launcher does, its default applies.
+    conf = cfg.ConfigOpts()
+    conf([])
+    with mock.patch.object(compat, '_graceful_shutdown', return_value=None):
+        seconds, named = compat.cleanup_host_seconds(conf)
+    assert seconds == 20
+    assert named == '[DEFAULT] graceful_shutdown_timeout = 60'

@@ -24,6 +24,7 @@ from nova.compute import task_states
 from nova import conf as nova_conf
 from nova import context as nova_context
 from nova import objects
+from oslo_service import _options as service_options
 
 from nova_ironic_multi import compat
 from nova_ironic_multi import drain
@@ -262,6 +263,9 @@ class DrainTest(base.DriverTestCase):
 
     def test_no_time_at_all_moves_nothing(self) -> None:
         # Every release: the service's own bound leaves the clean-up 1 s.
+        if 'graceful_shutdown_timeout' not in nova_conf.CONF:
+            # nova 32: oslo.service's launcher registers it at start.
+            nova_conf.CONF.register_opts(service_options.service_opts)
         self.flags(graceful_shutdown_timeout=1)
         uuid, _ = self.deployed('host3')
         with self.assertLogs('nova_ironic_multi.drain', 'ERROR') as logs:
