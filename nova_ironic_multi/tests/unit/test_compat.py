@@ -167,7 +167,7 @@ def test_a_tool_runs_on_threads_with_either_patch_signature(
     assert calls == ['threading', '1', '0']
 
 
-# nova-compute's graceful stop -------------------------------------------------
+# nova-compute's graceful stop ----------------------------------------------
 
 class _Nova32Manager:
     """nova 32: no graceful_shutdown; Service.stop calls cleanup_host."""
