@@ -296,13 +296,15 @@ class Drain:
         return result
 
     @staticmethod
-    def _record(instance_uuid: str) -> None:
+    def _record(instance_uuid: str, host: str) -> None:
         """Record the hand-over of an instance in flight.
 
         Its new host recovers it under this action
-        (:func:`inflight.handed_over`).
+        (:func:`inflight.handed_over`); the action's one event names this
+        host (the fault of a build the recovery ends in ERROR names it).
         """
         ctxt = nova_context.get_admin_context()
+        event = inflight.HANDOVER_EVENT + host
         try:
             objects.InstanceAction.action_start(
                 ctxt, instance_uuid, inflight.HANDOVER, want_result=False)
@@ -313,6 +315,18 @@ class Drain:
                       'the action it is in the middle of; reset its state '
                       'once it is handed over.',
                       {'inst': instance_uuid, 'err': e})
+            return
+        try:
+            objects.InstanceActionEvent.event_start(
+                ctxt, instance_uuid, event, want_result=False, host=host)
+            objects.InstanceActionEvent.event_finish(
+                ctxt, instance_uuid, event, want_result=False)
+        except (exception.NovaException,
+                oslo_messaging.MessagingException) as e:
+            LOG.warning('Draining: cannot record the event %(event)s of '
+                        'instance %(inst)s (%(err)s): an error its new host '
+                        'records will not name this host.',
+                        {'event': event, 'inst': instance_uuid, 'err': e})
 
     @staticmethod
     def _instances(host: str, plan: Plan) -> list[Any]:
@@ -353,7 +367,7 @@ class Drain:
             if recover:
                 # Before the move: the new host's first period that finds
                 # the instance also finds the action, and recovers it.
-                self._record(inst.uuid)
+                self._record(inst.uuid, host)
             try:
                 if not fencing.move(inst, host, me, plan.members, to=dest):
                     continue

@@ -175,6 +175,35 @@ class DrainTest(base.DriverTestCase):
             self.period(PEERS)
         self.assertEqual([], rpc.mock_calls)
 
+    def test_a_build_handed_over_is_an_error_with_its_cause(self) -> None:
+        # nova stopped waiting for it (manager_shutdown_timeout).
+        uuid, node = self.deployed('host3', vm_state='building',
+                                   task_state=task_states.SPAWNING)
+        self.ironic.nodes[node].update(provision_state=states.DEPLOYING,
+                                       target_provision_state=states.ACTIVE)
+        new = self.ring_host(node)
+        self.drivers['host3'].cleanup_host('host3')
+        with mock.patch.object(compute_rpcapi, 'ComputeAPI') as rpc:
+            self.period(PEERS)
+        self.assertEqual([], rpc.mock_calls)
+        inst = self.instance(uuid)
+        self.assertEqual((new, 'error', None),
+                         (inst.host, inst.vm_state, inst.task_state))
+        # server show's fault names the drained host and the new one.
+        (fault,) = objects.InstanceFaultList.get_latest_by_instance_uuids(
+            self.ctxt, [uuid])
+        self.assertEqual(
+            'Its build was interrupted: nova-compute on host3 stopped with '
+            'drain_on_stop, and %s took the server over' % new,
+            fault.message)
+        # The hand-over's event names host3 (openstack server event list).
+        (action,) = objects.InstanceActionList.get_by_instance_uuid(
+            self.ctxt, uuid)
+        (event,) = objects.InstanceActionEventList.get_by_action(
+            self.ctxt, action.id)
+        self.assertEqual(('handover', 'handover_from_host3', 'host3'),
+                         (action.action, event.event, event.host))
+
     def test_off_by_default_nothing_moves(self) -> None:
         base.CONF.clear_override('drain_on_stop', group='ironic_multi')
         self.assertFalse(base.CONF.ironic_multi.drain_on_stop)
