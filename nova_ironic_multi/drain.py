@@ -25,9 +25,10 @@ drain_on_stop = true`` (read when the service stops), stopping nova-compute
    the process's wake-up pipe (:func:`watch_sigterm`), and at the latest
    when nova calls the driver's ``cleanup_host``.
 2. nova's graceful shutdown stops taking requests, skips periodic tasks,
-   waits for the operations under way (at most ``[DEFAULT]
-   manager_shutdown_timeout`` less the 20 seconds it keeps for the clean-up)
-   and calls ``cleanup_host``.
+   waits for the operations under way (nova 34: at most ``[DEFAULT]
+   manager_shutdown_timeout`` less the 20 seconds it keeps for the clean-up;
+   nova 33 sleeps that whole time; nova 32 does not wait) and calls
+   ``cleanup_host``, whose time :func:`compat.cleanup_host_seconds` gives.
 3. In ``cleanup_host``, each node that carries one of the host's instances,
    or an orphan (an instance nova deleted while the host was down), goes to
    the peer the ring names for it among the eligible peers without this
@@ -72,6 +73,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging
 
+from nova_ironic_multi import compat
 from nova_ironic_multi import fencing
 from nova_ironic_multi import inflight
 
@@ -83,10 +85,6 @@ BINARY = 'nova-compute'
 #: Seconds kept back from the time nova leaves ``cleanup_host``: a move
 #: under way when nova stops waiting could leave its claim behind.
 MARGIN = 2.0
-#: What nova keeps for the clean-up out of ``manager_shutdown_timeout``.
-NOVA_CLEANUP_SECONDS = 20
-
-
 @dataclasses.dataclass(frozen=True)
 class Plan:
     """What a draining host hands over (:meth:`Inventory.handover`)."""
@@ -115,10 +113,13 @@ def enabled(conf: cfg.ConfigOpts) -> bool:
     return bool(conf.ironic_multi.drain_on_stop)
 
 
-def budget(conf: cfg.ConfigOpts) -> float:
-    """Seconds the moves may take: what nova leaves ``cleanup_host``."""
-    nova_timeout = float(conf.manager_shutdown_timeout)
-    return max(0.0, min(NOVA_CLEANUP_SECONDS, nova_timeout) - MARGIN)
+def budget(conf: cfg.ConfigOpts) -> tuple[float, str]:
+    """Seconds the moves may take: what nova leaves ``cleanup_host``.
+
+    With the options that set them (:func:`compat.cleanup_host_seconds`).
+    """
+    seconds, options = compat.cleanup_host_seconds(conf)
+    return max(0.0, seconds - MARGIN), options
 
 
 def _service(ctxt: Any, host: str) -> Any:
@@ -249,14 +250,16 @@ class Drain:
         if not enabled(self._conf):
             return Result()
         started = time.monotonic()
-        deadline = started + budget(self._conf)
+        seconds, options = budget(self._conf)
+        deadline = started + seconds
         self.begin(host)
         if deadline <= started:
-            LOG.error('Draining: [DEFAULT] manager_shutdown_timeout = %(t)s '
-                      'leaves no time to hand the instances of %(host)s '
-                      'over: they stay with it. Set it above %(min)d.',
-                      {'t': self._conf.manager_shutdown_timeout,
-                       'host': host, 'min': int(MARGIN) + 1})
+            LOG.error('Draining: %(options)s leaves no time to hand the '
+                      'instances of %(host)s over: they stay with it. nova '
+                      'must leave its driver\'s clean-up more than %(min)d '
+                      's (see the operations guide, "Planned scale-in").',
+                      {'options': options, 'host': host,
+                       'min': int(MARGIN)})
             return Result()
         try:
             plan = self._handover(lambda m: self.eligible(host, m))

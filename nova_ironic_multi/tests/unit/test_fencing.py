@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 from unittest import mock
+import uuid as uuidlib
 
 from nova.compute import rpcapi as compute_rpcapi
 from nova.compute import task_states
@@ -409,6 +410,10 @@ class ClaimTest(base.DriverTestCase):
         self.assertEqual('host2', self.read().host)
 
 
+def _fixed(name: str) -> str:
+    return str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, 'nim-fencing-' + name))
+
+
 class ShardFencedTakeoverTest(base.DriverTestCase):
     """The same with ``divide = shards``: the node goes with its shard."""
 
@@ -417,9 +422,14 @@ class ShardFencedTakeoverTest(base.DriverTestCase):
         self.flags(takeover='fenced', divide='shards', group='ironic_multi')
         for host in HOSTS:
             self.make_service(host)
-        self.sharded = [self.ironic.add_node(shard='rack-%d' % (i % 6))
+        # Fixed UUIDs: the division the test relies on (host2 holding
+        # nodes of a shard and nodes without one) is the same in every run;
+        # random ones left host2 without a shard now and then.
+        self.sharded = [self.ironic.add_node(_fixed('shard-%d' % i),
+                                             shard='rack-%d' % (i % 6))
                         for i in range(24)]
-        self.unsharded = [self.ironic.add_node() for _ in range(12)]
+        self.unsharded = [self.ironic.add_node(_fixed('free-%d' % i))
+                          for i in range(12)]
         self.drivers = self.fleet_drivers(HOSTS)
         self.period()
 
