@@ -131,6 +131,60 @@ def lists_nodes_before_instances() -> bool:
     return not nova_has('process_instances_at_startup')
 
 
+# nova-compute's graceful stop -----------------------------------------------
+
+#: The most this package gives ``cleanup_host`` at a stop: what nova 34
+#: (2026.2) reserves for it out of its manager's stop time.
+CLEANUP_HOST_SECONDS = 20.0
+#: oslo.service's default ``[DEFAULT] graceful_shutdown_timeout``.
+OSLO_GRACEFUL_SHUTDOWN_TIMEOUT = 60.0
+
+
+def _graceful_shutdown() -> Any:
+    from nova.compute import manager
+    return getattr(manager.ComputeManager, 'graceful_shutdown', None)
+
+
+def cleanup_host_seconds(conf: cfg.ConfigOpts) -> tuple[float, str]:
+    """Seconds nova leaves the driver's ``cleanup_host`` at a SIGTERM.
+
+    Returns them with the options that set them, as an operator would
+    change them (for the log when they leave no time).
+    """
+    try:
+        graceful = float(conf.graceful_shutdown_timeout)  # 0: no bound
+    except cfg.NoSuchOptError:
+        # nova 32 (2025.2) leaves the option to oslo.service's launcher,
+        # which registers it with this default when the service starts.
+        graceful = OSLO_GRACEFUL_SHUTDOWN_TIMEOUT
+    graceful_text = f'[DEFAULT] graceful_shutdown_timeout = {graceful:g}'
+    wait = _graceful_shutdown()
+    if wait is None:
+        # nova 32 (2025.2): Service.stop calls cleanup_host as soon as the
+        # RPC server stopped, without waiting for the operations under way;
+        # only oslo.service's graceful_shutdown_timeout bounds the stop.
+        left = graceful if graceful else CLEANUP_HOST_SECONDS
+        return min(CLEANUP_HOST_SECONDS, left), graceful_text
+    manager = float(conf.manager_shutdown_timeout)
+    manager_text = f'[DEFAULT] manager_shutdown_timeout = {manager:g}'
+    if graceful and manager > graceful:
+        # nova 33 and 34 alike: the manager then waits for what the
+        # service's own bound leaves, less 10 s.
+        manager = max(0.0, graceful - 10)
+    if 'timeout' in inspect.signature(wait).parameters:
+        # nova 34 (2026.2): the manager waits for the operations under way
+        # at most its stop time less what it reserves for cleanup_host (up
+        # to 20 s), then calls cleanup_host within that reserve.
+        return (min(CLEANUP_HOST_SECONDS, manager),
+                f'{manager_text}, {graceful_text}')
+    # nova 33 (2026.1): the manager sleeps the whole manager_shutdown_timeout
+    # and then calls cleanup_host, which only graceful_shutdown_timeout
+    # bounds.
+    left = graceful - manager if graceful else CLEANUP_HOST_SECONDS
+    return (max(0.0, min(CLEANUP_HOST_SECONDS, left)),
+            f'{manager_text}, {graceful_text}')
+
+
 # nova's [ironic] options -------------------------------------------------
 
 #: [ironic] options only newer releases define, with their default there.

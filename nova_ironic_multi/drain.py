@@ -25,9 +25,10 @@ drain_on_stop = true`` (read when the service stops), stopping nova-compute
    the process's wake-up pipe (:func:`watch_sigterm`), and at the latest
    when nova calls the driver's ``cleanup_host``.
 2. nova's graceful shutdown stops taking requests, skips periodic tasks,
-   waits for the operations under way (at most ``[DEFAULT]
-   manager_shutdown_timeout`` less the 20 seconds it keeps for the clean-up)
-   and calls ``cleanup_host``.
+   waits for the operations under way (nova 34: at most ``[DEFAULT]
+   manager_shutdown_timeout`` less the 20 seconds it keeps for the clean-up;
+   nova 33 sleeps that whole time; nova 32 does not wait) and calls
+   ``cleanup_host``, whose time :func:`compat.cleanup_host_seconds` gives.
 3. In ``cleanup_host``, each node that carries one of the host's instances,
    or an orphan (an instance nova deleted while the host was down), goes to
    the peer the ring names for it among the eligible peers without this
@@ -71,6 +72,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging
 
+from nova_ironic_multi import compat
 from nova_ironic_multi import fencing
 from nova_ironic_multi import inflight
 from nova_ironic_multi import zones
@@ -83,10 +85,6 @@ BINARY = 'nova-compute'
 #: Seconds kept back from the time nova leaves ``cleanup_host``: a move
 #: under way when nova stops waiting could leave its claim behind.
 MARGIN = 2.0
-#: What nova keeps for the clean-up out of ``manager_shutdown_timeout``.
-NOVA_CLEANUP_SECONDS = 20
-
-
 @dataclasses.dataclass(frozen=True)
 class Plan:
     """What a draining host hands over (:meth:`Inventory.handover`)."""
@@ -115,10 +113,13 @@ def enabled(conf: cfg.ConfigOpts) -> bool:
     return bool(conf.ironic_multi.drain_on_stop)
 
 
-def budget(conf: cfg.ConfigOpts) -> float:
-    """Seconds the moves may take: what nova leaves ``cleanup_host``."""
-    nova_timeout = float(conf.manager_shutdown_timeout)
-    return max(0.0, min(NOVA_CLEANUP_SECONDS, nova_timeout) - MARGIN)
+def budget(conf: cfg.ConfigOpts) -> tuple[float, str]:
+    """Seconds the moves may take: what nova leaves ``cleanup_host``.
+
+    With the options that set them (:func:`compat.cleanup_host_seconds`).
+    """
+    seconds, options = compat.cleanup_host_seconds(conf)
+    return max(0.0, seconds - MARGIN), options
 
 
 def _service(ctxt: Any, host: str) -> Any:
@@ -246,14 +247,16 @@ class Drain:
         if not enabled(self._conf):
             return Result()
         started = time.monotonic()
-        deadline = started + budget(self._conf)
+        seconds, options = budget(self._conf)
+        deadline = started + seconds
         self.begin(host)
         if deadline <= started:
-            LOG.error('Draining: [DEFAULT] manager_shutdown_timeout = %(t)s '
-                      'leaves no time to hand the instances of %(host)s '
-                      'over: they stay with it. Set it above %(min)d.',
-                      {'t': self._conf.manager_shutdown_timeout,
-                       'host': host, 'min': int(MARGIN) + 1})
+            LOG.error('Draining: %(options)s leaves no time to hand the '
+                      'instances of %(host)s over: they stay with it. nova '
+                      'must leave its driver\'s clean-up more than %(min)d '
+                      's (see the operations guide, "Planned scale-in").',
+                      {'options': options, 'host': host,
+                       'min': int(MARGIN)})
             return Result()
         try:
             plan = self._handover(lambda m: self.eligible(host, m))
@@ -290,13 +293,15 @@ class Drain:
         return result
 
     @staticmethod
-    def _record(instance_uuid: str) -> None:
+    def _record(instance_uuid: str, host: str) -> None:
         """Record the hand-over of an instance in flight.
 
         Its new host recovers it under this action
-        (:func:`inflight.handed_over`).
+        (:func:`inflight.handed_over`); the action's one event names this
+        host (the fault of a build the recovery ends in ERROR names it).
         """
         ctxt = nova_context.get_admin_context()
+        event = inflight.HANDOVER_EVENT + host
         try:
             objects.InstanceAction.action_start(
                 ctxt, instance_uuid, inflight.HANDOVER, want_result=False)
@@ -307,6 +312,18 @@ class Drain:
                       'the action it is in the middle of; reset its state '
                       'once it is handed over.',
                       {'inst': instance_uuid, 'err': e})
+            return
+        try:
+            objects.InstanceActionEvent.event_start(
+                ctxt, instance_uuid, event, want_result=False, host=host)
+            objects.InstanceActionEvent.event_finish(
+                ctxt, instance_uuid, event, want_result=False)
+        except (exception.NovaException,
+                oslo_messaging.MessagingException) as e:
+            LOG.warning('Draining: cannot record the event %(event)s of '
+                        'instance %(inst)s (%(err)s): an error its new host '
+                        'records will not name this host.',
+                        {'event': event, 'inst': instance_uuid, 'err': e})
 
     @staticmethod
     def _instances(host: str, plan: Plan) -> list[Any]:
@@ -347,7 +364,7 @@ class Drain:
             if recover:
                 # Before the move: the new host's first period that finds
                 # the instance also finds the action, and recovers it.
-                self._record(inst.uuid)
+                self._record(inst.uuid, host)
             try:
                 if not fencing.move(inst, host, me, plan.members, to=dest):
                     continue

@@ -76,7 +76,7 @@ CLAIM_PREFIX = 'nim-takeover:'
 BINARY = 'nova-compute'
 #: The instance action of a takeover, and its event's prefix.
 ACTION = inflight.ACTION
-EVENT_PREFIX = 'takeover_from_'
+EVENT_PREFIX = inflight.TAKEOVER_EVENT
 
 
 @dataclasses.dataclass(frozen=True)

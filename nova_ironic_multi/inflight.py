@@ -18,16 +18,18 @@ sent it. nova recovers those of a compute that restarts
 host is recovered by its new host the same way, from the driver's side:
 
 * building (or scheduling, networking, spawning), rebuilding: ERROR, task
-  state cleared. Nothing is deployed again; a node Ironic is still
-  deploying stays with the instance, on its new host, so deleting the
-  server tears it down once Ironic lets go of it (:mod:`provision`);
+  state cleared, with an instance fault that names the cause (the old
+  host fenced or drained, the new host). Nothing is deployed again; a
+  node Ironic is still deploying stays with the instance, on its new
+  host, so deleting the server tears it down once Ironic lets go of it
+  (:mod:`provision`);
 * deleting (or deleted but not yet destroyed): the delete is done again;
 * rebooting: done again if the node is not running (or the reboot was
   only pending), else the task state is cleared;
 * powering off / on: the stop / start is done again;
 * rescuing / unrescuing (nova leaves these): settled by Ironic's state:
-  rescued, ERROR (rescue failed), or the task state cleared; an unrescue
-  Ironic never got is done again;
+  rescued, ERROR with a fault (rescue failed), or the task state cleared;
+  an unrescue Ironic never got is done again;
 * snapshotting, resize preparation and what this driver never does: the
   task state is cleared;
 * ERROR (but deleting) and soft-deleted instances: left alone, as nova
@@ -87,6 +89,12 @@ ACTION = 'takeover'
 #: The instance action a draining host records for an instance it hands
 #: over with a task state set; its new host recovers it under it.
 HANDOVER = 'handover'
+#: The one event of each action, suffixed with the host the instance left.
+TAKEOVER_EVENT = 'takeover_from_'
+HANDOVER_EVENT = 'handover_from_'
+#: How the instance left that host, by action.
+_HOW = {ACTION: 'was fenced (forced down)',
+        HANDOVER: 'stopped with drain_on_stop'}
 
 
 class Step(enum.Enum):
@@ -253,6 +261,20 @@ def _rescue(vm_state: str | None, task_state: str,
                     'Ironic left the node %s' % state)
 
 
+def fault_message(why: str, host: str, action: str | None,
+                  old: str | None) -> str:
+    """The fault of an instance the recovery puts in ERROR: what ended it.
+
+    :param why: the decision's reason (``its build was interrupted``).
+    :param action: :data:`ACTION` or :data:`HANDOVER` (None: unknown).
+    :param old: the host the instance left (None: unknown).
+    """
+    how = _HOW.get(action or '', 'was fenced or drained')
+    return ('%s: nova-compute on %s %s, and %s took the server over'
+            % (why[:1].upper() + why[1:], old or 'its previous host', how,
+               host))
+
+
 class _Outcome(enum.Enum):
     DONE = 'done'
     AGAIN = 'again'
@@ -345,8 +367,44 @@ class Recovery:
             return _Outcome.DONE
         LOG.warning('Recovering instance %(inst)s, taken (or handed) over '
                     'while %(vm)s/%(task)s: %(why)s, so: %(step)s', args)
+        if decision.step is Step.ERROR:
+            # First: a server never shows ERROR without its cause. (Should
+            # the state change fail, the fault of a server that is not in
+            # ERROR is not shown.)
+            self._fault(ctxt, instance, host,
+                        fault_message(decision.why, host,
+                                      *self._origin(ctxt, uuid)))
         self._apply(ctxt, instance, decision.step)
         return _Outcome.DONE
+
+    @staticmethod
+    def _origin(ctxt: Any, uuid: str) -> tuple[str | None, str | None]:
+        """(action, host the instance left) of the recovery's request.
+
+        :raises NovaException, MessagingException: nova cannot say.
+        """
+        action = objects.InstanceAction.get_by_request_id(
+            ctxt, uuid, ctxt.request_id)
+        if action is None:
+            return None, None
+        events = objects.InstanceActionEventList.get_by_action(ctxt,
+                                                               action.id)
+        for event in events:
+            for prefix in (TAKEOVER_EVENT, HANDOVER_EVENT):
+                if event.event.startswith(prefix):
+                    return action.action, event.event[len(prefix):]
+        return action.action, None
+
+    @staticmethod
+    def _fault(ctxt: Any, instance: Any, host: str, message: str) -> None:
+        """Record the instance fault ``server show`` gives with ERROR."""
+        fault = objects.InstanceFault(context=ctxt)
+        fault.instance_uuid = instance.uuid
+        fault.code = 500
+        fault.message = message
+        fault.details = ''
+        fault.host = host
+        fault.create()
 
     @staticmethod
     def _action(ctxt: Any, instance_uuid: str) -> None:

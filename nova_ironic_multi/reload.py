@@ -9,7 +9,8 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""Re-reading ``partition_key``, ``peer_list`` and ``divide`` on SIGHUP.
+"""Re-reading the mutable options on SIGHUP: ``partition_key``, ``peer_list``,
+``divide``, ``takeover`` and ``drain_on_stop``.
 
 nova never tells a driver about a reload, and in nova-compute's default
 native-threading mode oslo.service does not reload at all: its SIGHUP
@@ -18,7 +19,7 @@ handler is a stub that ends the service's main thread. So:
 * a mutate hook (one per process, whatever the number of drivers) checks
   the new values as soon as oslo.config has re-read the files. A reload is
   applied whole or not at all: if any value is rejected by its option type,
-  every changed partition option is pinned back to its last good value,
+  every changed mutable option is pinned back to its last good value,
   with errors naming each rejected option and the changes held back (an
   unreadable value would otherwise break every later read, and crash
   oslo.service's own reload in eventlet mode). Each driver then validates
@@ -69,9 +70,17 @@ from nova_ironic_multi import tooz_backends
 
 LOG = logging.getLogger(__name__)
 
-#: The options a reload may change, as ``(group, name)``.
-MUTABLE = (('ironic_multi', 'partition_key'), ('ironic_multi', 'peer_list'),
-           ('ironic', 'conductor_group'), ('ironic_multi', 'divide'))
+#: The options that make the partition, as ``(group, name)``.
+PARTITION = (('ironic_multi', 'partition_key'), ('ironic_multi', 'peer_list'),
+             ('ironic', 'conductor_group'), ('ironic_multi', 'divide'))
+
+#: The options a reload may change, as ``(group, name)``: the partition's
+#: and every other mutable option of this driver. Each is checked on every
+#: reload, since oslo.config checks a value (its choices, its type) only
+#: when it is read: it takes ``takeover = sometimes``, logs it as changed,
+#: and then every read of it fails.
+MUTABLE = PARTITION + (('ironic_multi', 'takeover'),
+                       ('ironic_multi', 'drain_on_stop'))
 
 #: Options read at start only (oslo.config keeps their old value on a
 #: reload), whose new value a reload checks all the same: one that cannot
@@ -269,12 +278,14 @@ def _unworkable(conf: cfg.ConfigOpts) -> dict[tuple[str, str], str]:
 
 def on_mutate(conf: cfg.ConfigOpts,
               fresh: dict[tuple[str | None, str], tuple[Any, Any]]) -> None:
-    """The mutate hook: apply the partition options whole, then tell drivers.
+    """The mutate hook: apply the mutable options whole, then tell drivers.
 
     If any of them cannot be read, none of the changed ones applies: each
     is pinned back to its last good value (a new peer list with the old
     conductor group would divide a group among hosts that do not serve it).
-    Every option also stays readable, so later reads never fail.
+    Every option also stays readable, so later reads never fail (a period
+    reads ``takeover``; oslo.service lists every option after a reload in
+    eventlet mode, and would end the process on an unreadable one).
     """
     with _STATE.lock:
         # Values other threads read while the files were re-read were
@@ -317,8 +328,8 @@ def on_mutate(conf: cfg.ConfigOpts,
                           'there: %(reason)s',
                           {'opt': _label(key), 'reason': reason})
             LOG.error('Reload not applied: %(bad)s invalid, so %(held)s '
-                      'stay as they were; the last good partition options '
-                      'remain in force (%(good)s). Fix %(bad)s in the '
+                      'stay as they were; the last good values remain in '
+                      'force (%(good)s). Fix %(bad)s in the '
                       'configuration file and send SIGHUP again.',
                       {'bad': ', '.join(_label(k) for k in
                                         [*errors, *unworkable]),

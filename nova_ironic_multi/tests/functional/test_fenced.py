@@ -9,15 +9,27 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""takeover = fenced: a dead, fenced host's servers are manageable again."""
+"""takeover = fenced: a dead, fenced host's servers are manageable again.
+
+One deployment, one fence: servers on all three hosts, host2's with one
+caught mid-reboot and one deleted while host2 was down (an orphan). After
+one period of the survivors each of host2's servers is rebooted, stopped,
+started, rebuilt and deleted through nova's API on its new host, the
+orphan is torn down, and Ironic shows each node as nova expects.
+"""
 
 from __future__ import annotations
 
+import io
+import json
+import types
 from typing import Any
 
+from nova_ironic_multi.cmd import main as cli
 from nova_ironic_multi import rings
 from nova_ironic_multi import states
 from nova_ironic_multi.tests.functional import base
+from nova_ironic_multi.tests.functional import test_actions
 
 SURVIVORS = ('host1', 'host3')
 
@@ -37,10 +49,29 @@ class FencedTakeoverTest(base.IronicCellTestCase):
             for host in hosts:
                 self.computes[host].manager.update_available_resource(cctxt)
 
+    def setUp(self) -> None:
+        super().setUp()
+        for image in (test_actions.WHOLE_DISK_IMAGE,
+                      test_actions.OTHER_IMAGE):
+            self.glance.create(None, dict(image))
+
     def ironic_node(self, node: str) -> dict[str, Any]:
         got = self.ironic.wait_idle(node)
         return {'instance_uuid': got.instance_uuid,
                 'provision_state': got.provision_state}
+
+    def deployed(self, node: str) -> tuple[Any, ...]:
+        """(instance, provision state, power state) of a node in Ironic."""
+        got = self.ironic.wait_idle(node)
+        return got.instance_uuid, got.provision_state, got.power_state
+
+    def ring_show(self) -> dict[str, Any]:
+        out, err = io.StringIO(), io.StringIO()
+        code = cli.run(types.SimpleNamespace(name='ring', format='json',
+                                             action='show'), out, err)
+        self.assertEqual(0, code, err.getvalue())
+        shown: dict[str, Any] = json.loads(out.getvalue())
+        return shown
 
     @staticmethod
     def ring_host(node: str) -> str:
@@ -56,20 +87,42 @@ class FencedTakeoverTest(base.IronicCellTestCase):
         # One server the ring hands to each survivor.
         chosen = [next(n for n in host2 if self.ring_host(n) == h)
                   for h in SURVIVORS]
-        servers = [self.boot(flavor, host='host2', node=n) for n in chosen]
+        image = test_actions.WHOLE_DISK_IMAGE
+        servers = [self.boot(flavor, host='host2', node=n,
+                             imageRef=image['id']) for n in chosen]
+        # One more of host2's, deleted while host2 is down (an orphan), and
+        # one on each survivor, which stays where it is.
+        orphan = self.boot(flavor, host='host2', node=next(
+            n for n in host2 if n not in chosen))
+        staying = [self.boot(flavor, host=h) for h in SURVIVORS]
         nodes = {s['id']: s['OS-EXT-SRV-ATTR:hypervisor_hostname']
-                 for s in servers}
+                 for s in servers + [orphan] + staying}
         records = self.records()
 
         compute2 = self.computes['host2']
         compute2.stop()
+        # The first server is caught mid-reboot: nova's API took the
+        # reboot (REBOOTING_HARD), host2 never did it.
+        rebooting = servers[0]
+        self.api.post_server_action(rebooting['id'],
+                                    {'reboot': {'type': 'HARD'}})
+        self.assertEqual('HARD_REBOOT', self.api.get_server(
+            rebooting['id'])['status'])
         # Merely down is not a fence: nothing moves.
         self.period(SURVIVORS)
         self.assertEqual({'host2'}, {self.instance_host(s['id'])
-                                     for s in servers})
+                                     for s in servers + [orphan]})
 
         self.admin_api.put_service_force_down(self.service('host2')['id'],
                                               True)
+        # host2 is down: nova's API deletes the orphan on its own, and
+        # Ironic keeps its node deployed.
+        self.api.delete_server(orphan['id'])
+        self._wait_until_deleted(orphan)
+        orphan_node = nodes[orphan['id']]
+        self.assertEqual({'instance_uuid': orphan['id'],
+                          'provision_state': states.ACTIVE},
+                         self.ironic_node(orphan_node))
         # One period of the survivors.
         self.period(SURVIVORS)
         db = self.db_division()
@@ -83,11 +136,32 @@ class FencedTakeoverTest(base.IronicCellTestCase):
             self.assertEqual({'instance_uuid': server['id'],
                               'provision_state': states.ACTIVE},
                              self.ironic_node(node))
-            got = self.api.get_server(server['id'])
-            self.assertEqual(('ACTIVE', new, None),
-                             (got['status'], got['OS-EXT-SRV-ATTR:host'],
-                              got['OS-EXT-STS:task_state']))
+            # The one caught mid-reboot is rebooted by its new host.
+            got = self._wait_for_server_parameter(
+                server, {'status': 'ACTIVE', 'OS-EXT-STS:task_state': None})
+            self.assertEqual(new, got['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual((rebooting['id'], states.ACTIVE, states.POWER_ON),
+                         self.deployed(nodes[rebooting['id']]))
         self.assertIn('is forced down (fenced)', self.stdlog.logger.output)
+        # The survivors' own servers did not move.
+        for server in staying:
+            self.assertEqual(server['OS-EXT-SRV-ATTR:host'],
+                             self.instance_host(server['id']))
+        # The orphan went with its node; its new host's reaper tears the
+        # node down.
+        reaper = self.ring_host(orphan_node)
+        with self.cell() as cctxt:
+            self.computes[reaper].manager._cleanup_running_deleted_instances(
+                cctxt)
+        self.assertEqual({'instance_uuid': None,
+                          'provision_state': states.AVAILABLE},
+                         self.ironic_node(orphan_node))
+        # ring show reports each automatic takeover.
+        shown = {t['instance']: (t['from'], t['to'])
+                 for t in self.ring_show()['recent_takeovers']}
+        self.assertEqual(
+            {s['id']: ('host2', self.ring_host(nodes[s['id']]))
+             for s in servers + [orphan]}, shown)
         # Same compute node rows and providers: moved, never re-created.
         self.assertEqual(self.NODES, len(self.assert_no_duplicates()))
         self.assert_same_records(records, self.records())
@@ -115,13 +189,33 @@ class FencedTakeoverTest(base.IronicCellTestCase):
         self.assertEqual(self.NODES, len(self.assert_no_duplicates()))
         self.assert_same_records(records, self.records())
 
-        # Every server is manageable through nova's API on its new host.
+        # Every server is manageable through nova's API on its new host,
+        # and Ironic shows its node as nova expects after each action.
         for server in servers:
             node = nodes[server['id']]
+            uuid = server['id']
             server = self._reboot_server(server, hard=True)
-            self.assertEqual('ACTIVE', server['status'])
-            self.assertEqual(states.POWER_ON,
-                             self.ironic.wait_idle(node).power_state)
+            self.assertEqual((uuid, states.ACTIVE, states.POWER_ON),
+                             self.deployed(node))
+            server = self._stop_server(server)
+            self.assertEqual((uuid, states.ACTIVE, states.POWER_OFF),
+                             self.deployed(node))
+            server = self._start_server(server)
+            self.assertEqual((uuid, states.ACTIVE, states.POWER_ON),
+                             self.deployed(node))
+            # (What Ironic would have read from Glance: see test_actions.)
+            self.ironic.client.node.update(node, [
+                {'op': 'add', 'path': '/instance_info/image_type',
+                 'value': test_actions.image_type(image)}])
+            other = test_actions.OTHER_IMAGE['id']
+            server = self._rebuild_server(server, other)
+            self.assertEqual((other, self.ring_host(node)),
+                             (server['image']['id'],
+                              server['OS-EXT-SRV-ATTR:host']))
+            self.assertEqual((uuid, states.ACTIVE),
+                             self.deployed(node)[:2])
+            self.assertEqual(other,
+                             self.ironic.instance_info(node)['image_source'])
             self._delete_server(server)
             self.assertEqual({'instance_uuid': None,
                               'provision_state': states.AVAILABLE},

@@ -324,16 +324,34 @@ def ironic_problems(snap: observe.Snapshot) -> list[Problem]:
     return problems
 
 
+#: vm_states of a server without a node whose allocation is its own.
+UNCLAIMED_STATES = frozenset({'building', 'error'})
+
+
 def allocation_problems(snap: observe.Snapshot) -> list[Problem]:
-    """Each node's allocations are the servers on it, no more, no less."""
+    """Each node's allocations are the servers on it, no more, no less.
+
+    nova records a server's node only when a compute claims it. Until then
+    the scheduler's allocation is the only record of where a build goes: a
+    build cast to a compute that is dead (killed, fenced) waits in its
+    queue with it. A build that failed before any claim keeps it too, until
+    the server is deleted (nova's start puts those in ERROR). Such a
+    server's allocation is its own wherever it is; one that never ends is a
+    stuck request, which that invariant checks.
+    """
     want: dict[str, set[str]] = {}
+    unclaimed: set[str] = set()
     for inst in snap.instances.values():
-        if not inst.deleted and inst.node:
+        if inst.deleted:
+            continue
+        if inst.node:
             want.setdefault(inst.node, set()).add(inst.uuid)
+        elif inst.vm_state in UNCLAIMED_STATES:
+            unclaimed.add(inst.uuid)
     by_uuid = {p.uuid: p for p in snap.providers}
     problems = []
     for node in sorted(set(want) | set(snap.allocations)):
-        have = snap.allocations.get(node, set())
+        have = snap.allocations.get(node, set()) - unclaimed
         servers = want.get(node, set())
         if have != servers:
             problems.append(Problem(

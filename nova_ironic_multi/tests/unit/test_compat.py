@@ -17,9 +17,11 @@ difference in :mod:`compat`; these tests run the other side too.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from typing import Any
+from unittest import mock
 
 from oslo_config import cfg
 import pytest
@@ -163,3 +165,90 @@ def test_a_tool_runs_on_threads_with_either_patch_signature(
     monkeypatch.setenv('OS_NOVA_DISABLE_EVENTLET_PATCHING', '0')
     compat.patch_for_threads()
     assert calls == ['threading', '1', '0']
+
+
+# nova-compute's graceful stop ----------------------------------------------
+
+class _Nova32Manager:
+    """nova 32: no graceful_shutdown; Service.stop calls cleanup_host."""
+
+
+class _Nova33Manager:
+    def graceful_shutdown(self) -> None:
+        """Sleeps manager_shutdown_timeout, then cleanup_host."""
+
+
+class _Nova34Manager:
+    def graceful_shutdown(self, timeout: float) -> None:
+        """Waits for tasks within timeout less its reserve, then cleanup."""
+
+
+def _seconds(manager: type, **options: float) -> tuple[float, str]:
+    conf = mock.Mock(**options)
+    with mock.patch.object(compat, '_graceful_shutdown',
+                           return_value=getattr(manager, 'graceful_shutdown',
+                                                None)):
+        return compat.cleanup_host_seconds(conf)
+
+
+@pytest.mark.parametrize('manager, options, expected', [
+    # nova 34: what it reserves out of manager_shutdown_timeout, up to 20 s.
+    (_Nova34Manager, dict(manager_shutdown_timeout=160,
+                          graceful_shutdown_timeout=180), 20),
+    (_Nova34Manager, dict(manager_shutdown_timeout=8,
+                          graceful_shutdown_timeout=180), 8),
+    (_Nova34Manager, dict(manager_shutdown_timeout=0,
+                          graceful_shutdown_timeout=180), 0),
+    # ... of the service's bound less 10 s when the manager's is above it.
+    (_Nova34Manager, dict(manager_shutdown_timeout=160,
+                          graceful_shutdown_timeout=15), 5),
+    # nova 33: what graceful_shutdown_timeout leaves after the whole sleep.
+    (_Nova33Manager, dict(manager_shutdown_timeout=160,
+                          graceful_shutdown_timeout=180), 20),
+    (_Nova33Manager, dict(manager_shutdown_timeout=170,
+                          graceful_shutdown_timeout=180), 10),
+    (_Nova33Manager, dict(manager_shutdown_timeout=0,
+                          graceful_shutdown_timeout=180), 20),
+    (_Nova33Manager, dict(manager_shutdown_timeout=160,
+                          graceful_shutdown_timeout=0), 20),
+    (_Nova33Manager, dict(manager_shutdown_timeout=200,
+                          graceful_shutdown_timeout=60), 10),
+    # nova 32: no wait before cleanup_host; only the service's bound.
+    (_Nova32Manager, dict(graceful_shutdown_timeout=60), 20),
+    (_Nova32Manager, dict(graceful_shutdown_timeout=5), 5),
+    (_Nova32Manager, dict(graceful_shutdown_timeout=0), 20),
+])
+def test_cleanup_host_seconds_follow_each_release(
+        manager: type, options: dict[str, float], expected: float) -> None:
+    seconds, named = _seconds(manager, **options)
+    assert seconds == expected
+    assert '[DEFAULT] graceful_shutdown_timeout' in named or (
+        '[DEFAULT] manager_shutdown_timeout' in named)
+
+
+def test_nova32_names_only_the_option_it_has() -> None:
+    _, named = _seconds(_Nova32Manager, graceful_shutdown_timeout=0)
+    assert named == '[DEFAULT] graceful_shutdown_timeout = 0'
+
+
+def test_the_running_nova_is_read_not_assumed() -> None:
+    # This nova's own manager: the answer comes from its signature.
+    from nova.compute import manager
+    conf = mock.Mock(manager_shutdown_timeout=0, graceful_shutdown_timeout=180)
+    seconds, _ = compat.cleanup_host_seconds(conf)
+    wait = getattr(manager.ComputeManager, 'graceful_shutdown', None)
+    if wait is not None and 'timeout' in inspect.signature(wait).parameters:
+        assert seconds == 0          # nova 34 reserves nothing out of 0
+    else:
+        assert seconds == 20         # nova 32, 33: nothing slept
+
+
+def test_nova32_before_the_launcher_registers_the_stop_bound() -> None:
+    # nova 32 registers no graceful_shutdown_timeout of its own: until
+    # oslo.service's launcher does, its default applies.
+    conf = cfg.ConfigOpts()
+    conf([])
+    with mock.patch.object(compat, '_graceful_shutdown', return_value=None):
+        seconds, named = compat.cleanup_host_seconds(conf)
+    assert seconds == 20
+    assert named == '[DEFAULT] graceful_shutdown_timeout = 60'

@@ -21,9 +21,12 @@ import uuid as uuidlib
 
 from nova.compute import rpcapi as compute_rpcapi
 from nova.compute import task_states
+from nova import conf as nova_conf
 from nova import context as nova_context
 from nova import objects
+from oslo_service import _options as service_options
 
+from nova_ironic_multi import compat
 from nova_ironic_multi import drain
 from nova_ironic_multi import fencing
 from nova_ironic_multi import orphans
@@ -36,13 +39,21 @@ HOSTS = ('host1', 'host2', 'host3')
 PEERS = ('host1', 'host2')
 
 
+def nova_stop_defaults(case: base.DriverTestCase) -> None:
+    """nova's default stop times (its test fixture sets 0: no time).
+
+    nova 32 (2025.2) has no manager_shutdown_timeout.
+    """
+    if 'manager_shutdown_timeout' in nova_conf.CONF:
+        case.flags(manager_shutdown_timeout=160)
+
+
 class DrainTest(base.DriverTestCase):
 
     def setUp(self) -> None:
         super().setUp()
         self.flags(drain_on_stop=True, group='ironic_multi')
-        # nova's default (its test fixture sets 0: no time for a drain).
-        self.flags(manager_shutdown_timeout=160)
+        nova_stop_defaults(self)
         for host in HOSTS:
             self.make_service(host)
         # Fixed UUIDs: the ring's division, which the tests rely on (enough
@@ -164,6 +175,35 @@ class DrainTest(base.DriverTestCase):
             self.period(PEERS)
         self.assertEqual([], rpc.mock_calls)
 
+    def test_a_build_handed_over_is_an_error_with_its_cause(self) -> None:
+        # nova stopped waiting for it (manager_shutdown_timeout).
+        uuid, node = self.deployed('host3', vm_state='building',
+                                   task_state=task_states.SPAWNING)
+        self.ironic.nodes[node].update(provision_state=states.DEPLOYING,
+                                       target_provision_state=states.ACTIVE)
+        new = self.ring_host(node)
+        self.drivers['host3'].cleanup_host('host3')
+        with mock.patch.object(compute_rpcapi, 'ComputeAPI') as rpc:
+            self.period(PEERS)
+        self.assertEqual([], rpc.mock_calls)
+        inst = self.instance(uuid)
+        self.assertEqual((new, 'error', None),
+                         (inst.host, inst.vm_state, inst.task_state))
+        # server show's fault names the drained host and the new one.
+        (fault,) = objects.InstanceFaultList.get_latest_by_instance_uuids(
+            self.ctxt, [uuid])
+        self.assertEqual(
+            'Its build was interrupted: nova-compute on host3 stopped with '
+            'drain_on_stop, and %s took the server over' % new,
+            fault.message)
+        # The hand-over's event names host3 (openstack server event list).
+        (action,) = objects.InstanceActionList.get_by_instance_uuid(
+            self.ctxt, uuid)
+        (event,) = objects.InstanceActionEventList.get_by_action(
+            self.ctxt, action.id)
+        self.assertEqual(('handover', 'handover_from_host3', 'host3'),
+                         (action.action, event.event, event.host))
+
     def test_off_by_default_nothing_moves(self) -> None:
         base.CONF.clear_override('drain_on_stop', group='ironic_multi')
         self.assertFalse(base.CONF.ironic_multi.drain_on_stop)
@@ -251,12 +291,16 @@ class DrainTest(base.DriverTestCase):
         self.assertIn('takeover', logs.output[-1])
 
     def test_no_time_at_all_moves_nothing(self) -> None:
-        self.flags(manager_shutdown_timeout=0)
+        # Every release: the service's own bound leaves the clean-up 1 s.
+        if 'graceful_shutdown_timeout' not in nova_conf.CONF:
+            # nova 32: oslo.service's launcher registers it at start.
+            nova_conf.CONF.register_opts(service_options.service_opts)
+        self.flags(graceful_shutdown_timeout=1)
         uuid, _ = self.deployed('host3')
         with self.assertLogs('nova_ironic_multi.drain', 'ERROR') as logs:
             self.drivers['host3'].cleanup_host('host3')
         self.assertEqual('host3', self.instance(uuid).host)
-        self.assertIn('manager_shutdown_timeout', logs.output[-1])
+        self.assertIn('graceful_shutdown_timeout = 1', logs.output[-1])
 
     def test_no_eligible_peer_keeps_everything(self) -> None:
         for host in PEERS:
@@ -292,7 +336,7 @@ class ShardDrainTest(base.DriverTestCase):
     def setUp(self) -> None:
         super().setUp()
         self.flags(drain_on_stop=True, divide='shards', group='ironic_multi')
-        self.flags(manager_shutdown_timeout=160)
+        nova_stop_defaults(self)
         for host in HOSTS:
             self.make_service(host)
         for i in range(24):
@@ -432,7 +476,7 @@ class SigtermTest(base.DriverTestCase):
 
     def test_begin_disables_the_service_once(self) -> None:
         self.flags(drain_on_stop=True, group='ironic_multi')
-        self.flags(manager_shutdown_timeout=160)
+        nova_stop_defaults(self)
         self.make_service('host1')
         self.driver._on_sigterm()
         svc = objects.Service.get_by_compute_host(self.ctxt, 'host1')
@@ -449,8 +493,12 @@ class SigtermTest(base.DriverTestCase):
             self.ctxt, 'host1').disabled)
 
 
-def test_budget_is_what_nova_keeps_for_cleanup() -> None:
-    conf = mock.Mock(manager_shutdown_timeout=160)
-    assert drain.budget(conf) == drain.NOVA_CLEANUP_SECONDS - drain.MARGIN
+def test_budget_keeps_a_margin_out_of_what_nova_leaves_cleanup() -> None:
+    conf = mock.Mock(manager_shutdown_timeout=160,
+                     graceful_shutdown_timeout=180)
+    seconds, options = drain.budget(conf)
+    assert seconds == compat.cleanup_host_seconds(conf)[0] - drain.MARGIN
+    assert seconds > 0
     conf.manager_shutdown_timeout = 0
-    assert drain.budget(conf) == 0
+    conf.graceful_shutdown_timeout = 1
+    assert drain.budget(conf)[0] == 0

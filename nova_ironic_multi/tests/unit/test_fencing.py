@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 from unittest import mock
+import uuid as uuidlib
 
 from nova.compute import rpcapi as compute_rpcapi
 from nova.compute import task_states
@@ -205,6 +206,17 @@ class FencedTakeoverTest(FencedCase):
         self.assertEqual(states.DEPLOYING,
                          self.ironic.nodes[node]['provision_state'])
         self.assertEqual([], rpc.mock_calls)
+        # The user sees why (server show's fault): the fence, both hosts.
+        self.assertEqual(
+            'Its build was interrupted: nova-compute on host2 was fenced '
+            '(forced down), and %s took the server over' % new,
+            self.fault(uuid))
+
+    def fault(self, uuid: str) -> str | None:
+        """The latest fault's message, as ``server show`` gives it."""
+        faults = objects.InstanceFaultList.get_latest_by_instance_uuids(
+            self.ctxt, [uuid])
+        return faults[0].message if len(faults) else None
 
     def test_a_build_with_no_node_reserved_yet_moves_too(self) -> None:
         # host2 claimed a node for it and died before reserving it.
@@ -219,6 +231,7 @@ class FencedTakeoverTest(FencedCase):
         new = self.ring_host(node)
         self.assertEqual((new, 'error', None),
                          (got.host, got.vm_state, got.task_state))
+        self.assertIn('host2 was fenced', self.fault(inst.uuid) or '')
         self.assertIn(node, reported[new])
         self.assertIsNone(self.ironic.nodes[node]['instance_uuid'])
 
@@ -289,8 +302,16 @@ class FencedTakeoverTest(FencedCase):
         self.assertIn('the next period tries again', logs.output[0])
         self.assertEqual(task_states.SPAWNING,
                          self.instance(uuid).task_state)
+        # The fault cannot be written: no ERROR without it, tried again.
+        with mock.patch.object(objects.InstanceFault, 'create',
+                               side_effect=exception.NovaException('db')):
+            with self.assertLogs('nova_ironic_multi.inflight', 'WARNING'):
+                self.period(LIVE)
+        self.assertEqual((task_states.SPAWNING, None),
+                         (self.instance(uuid).task_state, self.fault(uuid)))
         self.period(LIVE)
         self.assertEqual('error', self.instance(uuid).vm_state)
+        self.assertIn('host2 was fenced', self.fault(uuid) or '')
 
     def test_requests_queued_for_the_fenced_host_act_on_nothing(
             self) -> None:
@@ -430,6 +451,10 @@ class ClaimTest(base.DriverTestCase):
         self.assertEqual('host2', self.read().host)
 
 
+def _fixed(name: str) -> str:
+    return str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, 'nim-fencing-' + name))
+
+
 class ShardFencedTakeoverTest(base.DriverTestCase):
     """The same with ``divide = shards``: the node goes with its shard."""
 
@@ -438,9 +463,14 @@ class ShardFencedTakeoverTest(base.DriverTestCase):
         self.flags(takeover='fenced', divide='shards', group='ironic_multi')
         for host in HOSTS:
             self.make_service(host)
-        self.sharded = [self.ironic.add_node(shard='rack-%d' % (i % 6))
+        # Fixed UUIDs: the division the test relies on (host2 holding
+        # nodes of a shard and nodes without one) is the same in every run;
+        # random ones left host2 without a shard now and then.
+        self.sharded = [self.ironic.add_node(_fixed('shard-%d' % i),
+                                             shard='rack-%d' % (i % 6))
                         for i in range(24)]
-        self.unsharded = [self.ironic.add_node() for _ in range(12)]
+        self.unsharded = [self.ironic.add_node(_fixed('free-%d' % i))
+                          for i in range(12)]
         self.drivers = self.fleet_drivers(HOSTS)
         self.period()
 

@@ -227,6 +227,28 @@ class ChecksTest(unittest.TestCase):
         problems = inv.allocation_problems(snap)
         self.assertEqual([p.subject for p in problems], [G1[1]])
 
+    def test_a_build_no_compute_claimed_yet_owns_its_allocation(
+            self) -> None:
+        # Found by the soak: a boot scheduled to a compute that was then
+        # killed and fenced waits in that compute's queue with the
+        # scheduler's allocation on the node, and nova records the node
+        # only when a compute claims it. Neither is a leak; a build that
+        # stays so is a stuck request, checked as such.
+        snap = snapshot(
+            [node(G1[0]), node(G1[1]), node(G1[2]), node(G1[3])],
+            [observe.Instance('queued', None, None, 'building', 'scheduling',
+                              False),
+             observe.Instance('failed', None, None, 'error', None, False),
+             observe.Instance('gone', None, None, 'building', None, True),
+             observe.Instance('stopped', None, None, 'stopped', None,
+                              False)])
+        snap.allocations.update({G1[0]: {'queued'}, G1[1]: {'failed'},
+                                 G1[2]: {'gone'}, G1[3]: {'stopped'}})
+        problems = inv.allocation_problems(snap)
+        # A deleted one's, or a server that is neither building nor
+        # failed, are still leaks.
+        self.assertEqual([p.subject for p in problems], [G1[2], G1[3]])
+
 
 class TrackerTest(unittest.TestCase):
     def problem(self, grace: float | None, expected: str = '') -> inv.Problem:
