@@ -217,8 +217,9 @@ class Drain:
         """The members that may take this host's instances.
 
         Up, enabled and running this driver in the same partition: the
-        membership plugin said so. And in the same availability zone as
-        this host, so that no instance changes zones.
+        membership plugin said so. And in this host's cell and
+        availability zone (:func:`zones.refusal`, the rule of every move),
+        so that no instance changes zones.
 
         :raises NovaException, MessagingException: nova cannot say.
         """
