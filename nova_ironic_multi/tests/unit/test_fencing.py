@@ -364,9 +364,17 @@ class ZoneFencedTakeoverTest(FencedCase):
     def test_only_a_peer_of_the_fenced_host_zone_takes_over(self) -> None:
         zone(self.ctxt, 'az-a', 'host2', 'host3')
         zone(self.ctxt, 'az-b', 'host1')
-        placed = [self.deployed('host2') for _ in range(8)]
-        # The ring of both survivors would hand some of them to host1.
-        self.assertEqual(set(LIVE), {self.ring_host(n) for _, n in placed})
+        # Nodes the ring of both survivors gives host1, and host3.
+        placed = []
+        for survivor in LIVE:
+            for node in [n for n in self.node_ids
+                         if self.ring_host(n) == survivor][:3]:
+                inst = self.make_instance(host='host2', node=node,
+                                          compute_id=1)
+                self.ironic.nodes[node].update(instance_uuid=inst.uuid,
+                                               provision_state=states.ACTIVE)
+                placed.append((inst.uuid, node))
+        self.assertEqual(6, len(placed))
         self.fence('host2')
         reported = self.period(LIVE)
         # host3, the one peer of host2's zone, takes every one of them.
