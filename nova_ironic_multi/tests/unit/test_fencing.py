@@ -43,6 +43,10 @@ def zone(ctxt: nova_context.RequestContext, name: str, *hosts: str) -> None:
         agg.add_host(host)
 
 
+def _fixed(name: str) -> str:
+    return str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, 'nim-fencing-' + name))
+
+
 class FencedCase(base.DriverTestCase):
     """host1, host2 and host3 with ``takeover = fenced``."""
 
@@ -51,7 +55,10 @@ class FencedCase(base.DriverTestCase):
         self.flags(takeover='fenced', group='ironic_multi')
         for host in HOSTS:
             self.make_service(host)
-        self.node_ids = [self.ironic.add_node() for _ in range(30)]
+        # Fixed UUIDs: the ring's division the tests rely on (both
+        # survivors get some of host2's nodes) is the same in every run.
+        self.node_ids = [self.ironic.add_node(_fixed('node-%d' % i))
+                         for i in range(30)]
         self.drivers = self.fleet_drivers(HOSTS)
         self.period()
 
@@ -457,10 +464,6 @@ class ClaimTest(base.DriverTestCase):
         self.assertRaises(exception.InstanceUpdateConflict, fencing.move,
                           seen, 'host1', self.FENCED, self.MEMBERS)
         self.assertEqual('host2', self.read().host)
-
-
-def _fixed(name: str) -> str:
-    return str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, 'nim-fencing-' + name))
 
 
 class ShardFencedTakeoverTest(base.DriverTestCase):
