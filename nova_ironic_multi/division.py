@@ -97,6 +97,17 @@ def divide(nodes: Sequence[ownership.NodeLike],
             for host, mine in instances.items()}
 
 
+def share(nodes: Sequence[ownership.NodeLike], members: Iterable[str],
+          part: partition.Partition, counts: Mapping[str, int] | None = None,
+          cache: rings.RingCache | None = None) -> frozenset[str]:
+    """The in-scope nodes the ring over ``members`` gives this host
+    (``part.host``): rule 2's share, as :func:`divide` computes it.
+    """
+    select = rule2(nodes, frozenset(members), part, counts, cache)
+    in_scope = [n.uuid for n in nodes if ownership.in_scope(n, part.scope)]
+    return frozenset(select(in_scope, part.host))
+
+
 def placement(nodes: Sequence[ownership.NodeLike], members: Iterable[str],
               part: partition.Partition,
               counts: Mapping[str, int] | None = None,

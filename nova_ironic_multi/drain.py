@@ -65,7 +65,6 @@ import time
 from typing import Any
 import weakref
 
-from nova import availability_zones
 from nova import context as nova_context
 from nova import exception
 from nova import objects
@@ -76,6 +75,7 @@ import oslo_messaging
 from nova_ironic_multi import compat
 from nova_ironic_multi import fencing
 from nova_ironic_multi import inflight
+from nova_ironic_multi import zones
 
 LOG = logging.getLogger(__name__)
 
@@ -217,28 +217,26 @@ class Drain:
         """The members that may take this host's instances.
 
         Up, enabled and running this driver in the same partition: the
-        membership plugin said so. And in the same availability zone as
-        this host, so that no instance changes zones.
+        membership plugin said so. And in this host's cell and
+        availability zone (:func:`zones.refusal`, the rule of every move),
+        so that no instance changes zones.
 
         :raises NovaException, MessagingException: nova cannot say.
         """
         ctxt = nova_context.get_admin_context()
-        services = objects.ServiceList.get_by_binary(ctxt, BINARY)
+        services = list(objects.ServiceList.get_by_binary(ctxt, BINARY))
         names = {svc.host.lower(): svc.host for svc in services
                  if svc.host.lower() in members}
-        zone = availability_zones.get_host_availability_zone(ctxt, host)
+        # The rule of every move (zones.refusal): same cell and zone.
+        (why,) = zones.eligible(ctxt, [host], names, services).values()
         chosen = {}
         for lower, name in names.items():
-            theirs = availability_zones.get_host_availability_zone(ctxt,
-                                                                   name)
-            if theirs == zone:
+            if why[lower] is None:
                 chosen[lower] = name
             else:
-                LOG.info('Draining: %(peer)s is in availability zone '
-                         '%(theirs)s, not %(zone)s: it takes none of this '
-                         'host\'s instances', {'peer': name,
-                                               'theirs': theirs,
-                                               'zone': zone})
+                LOG.info('Draining: %(peer)s takes none of this host\'s '
+                         'instances: %(why)s', {'peer': name,
+                                                 'why': why[lower]})
         self._names = chosen
         return frozenset(chosen)
 

@@ -50,6 +50,7 @@ from nova_ironic_multi import power
 from nova_ironic_multi import provision
 from nova_ironic_multi import reload
 from nova_ironic_multi import resources
+from nova_ironic_multi import restart
 from nova_ironic_multi import vifs
 from nova_ironic_multi import volumes
 
@@ -128,6 +129,9 @@ class IronicDriver(virt_driver.ComputeDriver):
         nova_options.warn_differences(CONF, host)
         compat.warn_if_untested_nova()
         self._connect_at_start()
+        if compat.lists_nodes_before_instances():
+            # A nova without process_instances_at_startup.
+            restart.record_at_start(nova_context.get_admin_context(), host)
         reload.watch(CONF, self._inventory)
         if not monkey_patch.is_patched():
             # Native threading: oslo.service cannot reload on SIGHUP.
@@ -161,6 +165,9 @@ class IronicDriver(virt_driver.ComputeDriver):
         # nova calls this once at start, before it looks at each instance
         # (get_info): the start ends with the period that follows.
         self._instances_processed = True
+        # nova puts a build this host's death cut short in ERROR next,
+        # without a fault: record why.
+        restart.record_faults(context, self._inventory.host, instances)
         return instances
 
     def _start_or_period(self) -> Any:

@@ -51,7 +51,7 @@ under that action's request (:mod:`inflight`).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 import dataclasses
 from typing import Any
 
@@ -65,6 +65,7 @@ import oslo_messaging
 
 from nova_ironic_multi import inflight
 from nova_ironic_multi import ownership
+from nova_ironic_multi import zones
 
 LOG = logging.getLogger(__name__)
 
@@ -148,13 +149,14 @@ def ensure_here(instance: Any, here: str) -> None:
 
 
 def candidates(nodes: Iterable[ownership.NodeLike],
-               division: ownership.Division,
+               pool: Collection[str],
                mine: Collection[str]) -> dict[str, str]:
-    """Instance -> node, for the nodes the ring gives this host that carry
-    an instance that is not this host's (rule 3 keeps them from it today).
+    """Instance -> node, for the nodes of ``pool`` (those a ring gives this
+    host) that carry an instance that is not this host's (rule 3 keeps them
+    from it today).
     """
     return {n.instance_uuid: n.uuid for n in nodes
-            if n.uuid in division.share and n.instance_uuid is not None and
+            if n.uuid in pool and n.instance_uuid is not None and
             n.instance_uuid not in mine}
 
 
@@ -175,10 +177,8 @@ def record(instance_uuid: str, old: str, host: str) -> str:
     return str(ctxt.request_id)
 
 
-def fenced_hosts(ctxt: Any) -> frozenset[str]:
-    """Names of the nova-compute services forced down (nova's fence)."""
-    services = objects.ServiceList.get_by_binary(ctxt, BINARY,
-                                                 include_disabled=True)
+def fenced_hosts(services: Iterable[Any]) -> frozenset[str]:
+    """Names of the nova-compute ``services`` forced down (nova's fence)."""
     return frozenset(svc.host for svc in services if svc.forced_down)
 
 
@@ -252,31 +252,50 @@ class Takeover:
 
     def run(self, host: str, nodes: Iterable[ownership.NodeLike],
             division: ownership.Division, mine: Collection[str],
-            members: Collection[str]) -> Moved:
+            members: Collection[str],
+            share_among: Callable[[frozenset[str]],
+                                  Sequence[ownership.NodeLike]] | None
+            = None) -> Moved:
         """Take over the fenced hosts' instances the ring gives ``host``.
+
+        The ring of a fenced host's nodes is that of the members that may
+        take its instances (:func:`zones.eligible`: its cell and
+        availability zone): the period's own ring (``division.share``)
+        when all of them may, else ``share_among`` those.
 
         Failures are logged and left for the next period; nothing here is
         retried or waited for.
+
+        :param share_among: members -> the in-scope nodes their ring
+            gives ``host`` (with ``divide = shards`` it may list more).
         """
         if not self.enabled():
             return NOTHING
-        found = candidates(nodes, division, mine)
-        # A build the fenced host had claimed a node for but not reserved
-        # it in Ironic yet: the node looks free (see building()).
-        free = frozenset(n.uuid for n in nodes
-                         if n.uuid in division.share and
-                         n.instance_uuid is None)
-        if not found and not free:
-            return NOTHING
+        nodes = list(nodes)
+        lowered = frozenset(m.lower() for m in members)
         try:
-            fenced = fenced_hosts(nova_context.get_admin_context())
+            ctxt = nova_context.get_admin_context()
+            services = list(objects.ServiceList.get_by_binary(
+                ctxt, BINARY, include_disabled=True))
+            fenced = fenced_hosts(services)
             if not fenced:
                 return NOTHING
+            seen = {n.uuid: n for n in nodes}
+            shares = self._shares(ctxt, host, fenced, lowered, services,
+                                  division.share, share_among, seen)
+            nodes = list(seen.values())
+            pool = frozenset().union(*shares.values())
+            found = candidates(nodes, pool, mine)
+            # A build the fenced host had claimed a node for but not
+            # reserved it in Ironic yet: the node looks free (building()).
+            free = frozenset(n.uuid for n in nodes
+                             if n.uuid in pool and n.instance_uuid is None)
             instances: list[Any] = []
             if found:
-                ctxt = nova_context.get_admin_context(read_deleted='yes')
+                deleted = nova_context.get_admin_context(read_deleted='yes')
                 instances.extend(objects.InstanceList.get_by_filters(
-                    ctxt, {'uuid': sorted(found), 'host': sorted(fenced)},
+                    deleted, {'uuid': sorted(found),
+                              'host': sorted(fenced)},
                     expected_attrs=[]))
             if free:
                 extra = building(fenced, free, found)
@@ -287,9 +306,49 @@ class Takeover:
             LOG.warning('Cannot look for instances of fenced hosts, the next '
                         'period looks again: %s', e)
             return NOTHING
+        # Only the nodes the ring of each instance's host gives this one.
+        instances = [i for i in instances
+                     if found[i.uuid] in shares.get(i.host.lower(), ())]
         return self._move_all(host, instances, found,
-                              {h.lower() for h in fenced},
-                              {m.lower() for m in members})
+                              {h.lower() for h in fenced}, lowered)
+
+    @staticmethod
+    def _shares(ctxt: Any, host: str, fenced: Collection[str],
+                members: frozenset[str], services: Iterable[Any],
+                share: frozenset[str],
+                share_among: Callable[[frozenset[str]],
+                                      Sequence[ownership.NodeLike]] | None,
+                seen: dict[str, ownership.NodeLike]
+                ) -> dict[str, frozenset[str]]:
+        """Fenced host (lower-cased) -> the nodes of it this host may take.
+
+        Nodes ``share_among`` gives beyond those listed go into ``seen``.
+
+        :raises nova.exception.NovaException:
+        :raises oslo_messaging.MessagingException:
+        """
+        found: dict[str, frozenset[str]] = {}
+        for source, why in zones.eligible(ctxt, fenced, members,
+                                          services).items():
+            accepted = frozenset(m for m, no in why.items() if no is None)
+            if host.lower() not in accepted:
+                LOG.debug('Not taking over instances of fenced host '
+                          '%(src)s: %(why)s', {'src': source,
+                                               'why': why.get(host.lower())})
+                found[source.lower()] = frozenset()
+            elif accepted == members:
+                found[source.lower()] = share
+            elif share_among is None:
+                found[source.lower()] = frozenset()
+            else:
+                LOG.debug('Fenced host %(src)s: its nodes go among '
+                          '%(ok)s; refused: %(no)s',
+                          {'src': source, 'ok': sorted(accepted),
+                           'no': {m: w for m, w in why.items() if w}})
+                got = share_among(accepted)
+                seen.update((n.uuid, n) for n in got if n.uuid not in seen)
+                found[source.lower()] = frozenset(n.uuid for n in got)
+        return found
 
     def _move_all(self, host: str, instances: Iterable[Any],
                   found: Mapping[str, str], fenced: Collection[str],

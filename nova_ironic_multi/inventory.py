@@ -386,9 +386,12 @@ class Inventory:
             # Fenced hosts' nodes the ring gives this host (takeover =
             # fenced): their instances become this host's now, so this
             # period's division holds the nodes and nova moves their rows.
+            extra: dict[str, nodeinfo.NodeInfo] = {}
             try:
-                moved = self._takeover.run(self.host, nodes, division, mine,
-                                           members)
+                moved = self._takeover.run(
+                    self.host, nodes, division, mine, members,
+                    lambda group: self._share_among(part, nodes, shards,
+                                                    group, extra))
             except Exception:
                 # A side job: the division stands without it.
                 LOG.exception('Taking over the instances of fenced hosts '
@@ -396,6 +399,11 @@ class Inventory:
                 moved = fencing.NOTHING
             if moved:
                 mine |= moved.live
+                # Nodes listed for the takeover alone (divide = shards)
+                # whose instances are this host's now.
+                nodes = nodes + [n for n in extra.values()
+                                 if n.instance_uuid in moved.live or
+                                 n.instance_uuid in moved.orphans]
                 self._recovery.note(moved.inflight)
                 self._orphans.forget(moved.orphans)
                 found = orphans.Found(found.orphans | moved.orphans,
@@ -414,6 +422,44 @@ class Inventory:
         self._log_change(snapshot, len(nodes), listed_at - started,
                          time.monotonic() - listed_at)
         return snapshot
+
+    def _share_among(self, part: partition.Partition,
+                     nodes: list[nodeinfo.NodeInfo], shards: Shards | None,
+                     group: frozenset[str],
+                     extra: dict[str, nodeinfo.NodeInfo]
+                     ) -> list[nodeinfo.NodeInfo]:
+        """The in-scope nodes the ring over ``group`` gives this host.
+
+        For a fenced host's nodes when only some members may take its
+        instances (:mod:`fencing`). With ``divide = shards`` the shards
+        that ring gives this host beyond its own are listed too (into
+        ``extra``); if Ironic cannot list them, they wait for the next
+        period.
+        """
+        counts = shards.counts if shards is not None else None
+        every = list(nodes)
+        if shards is not None:
+            wanted = set(sharding.mine(division_mod.shard_assignment(
+                part, group, counts, self._rings), part.host))
+            wanted -= set(shards.mine)
+            if wanted:
+                known = {n.uuid for n in nodes} | set(extra)
+                try:
+                    with self._ironic.fail_fast():
+                        more = self._ironic.list_nodes(
+                            part.scope, shards=sorted(wanted))
+                except ironic.IronicError as e:
+                    LOG.warning('Cannot list shards %(shards)s for the '
+                                'takeover of a fenced host, the next period '
+                                'tries again: %(err)s',
+                                {'shards': ', '.join(sorted(wanted)),
+                                 'err': e})
+                    more = []
+                extra.update((n.uuid, n) for n in more
+                             if n.uuid not in known)
+            every += list(extra.values())
+        got = division_mod.share(every, group, part, counts, self._rings)
+        return [n for n in every if n.uuid in got]
 
     def _handed_over(self, ctxt: nova_context.RequestContext,
                      mine: set[str]) -> None:

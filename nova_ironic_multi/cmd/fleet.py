@@ -25,7 +25,6 @@ import dataclasses
 import functools
 from typing import Any
 
-import nova.conf
 from nova import context as nova_context
 from nova import objects
 from nova import servicegroup
@@ -42,12 +41,12 @@ from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import ownership
 from nova_ironic_multi import partition
 from nova_ironic_multi import rings
+from nova_ironic_multi import zones as zones_mod
 
 OBSERVER = 'nova-ironic-multi-cli'
 #: nova's hypervisor type of an Ironic compute node.
 IRONIC = 'ironic'
-#: The host aggregate metadata that names an availability zone.
-AZ_KEY = 'availability_zone'
+AZ_KEY = zones_mod.AZ_KEY
 
 
 @dataclasses.dataclass
@@ -115,22 +114,8 @@ def takeover_ok(up: bool | None, disabled: bool, forced_down: bool) -> bool:
     return bool(up) and not disabled and not forced_down
 
 
-def zones(ctxt: Any, hosts: Collection[str]) -> dict[str, str]:
-    """Host (as nova spells it) -> its availability zone.
-
-    nova's rule: the ``availability_zone`` of the host aggregates it is in,
-    else ``[DEFAULT] default_availability_zone``. One query.
-    """
-    wanted = set(hosts)
-    found: dict[str, set[str]] = collections.defaultdict(set)
-    if wanted:
-        for agg in objects.AggregateList.get_by_metadata_key(
-                ctxt, AZ_KEY, hosts=wanted):
-            for name in set(agg.hosts) & wanted:
-                found[name].add(agg.metadata[AZ_KEY])
-    default = nova.conf.CONF.default_availability_zone
-    return {name: ','.join(sorted(found[name])) or default
-            for name in wanted}
+#: Host (as nova spells it) -> its availability zone (one query).
+zones = zones_mod.of
 
 
 def record(svc: Any, up: bool | None, reported: Iterable[str],

@@ -53,6 +53,7 @@ from nova_ironic_multi.membership import marker
 from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import ownership
 from nova_ironic_multi import partition
+from nova_ironic_multi import zones
 
 
 class Refused(Exception):
@@ -173,18 +174,10 @@ def refusal(source: fleet_mod.Host, dest: fleet_mod.Host,
                 'hypervisor: a delete would remove the server in nova and '
                 'leave the node deployed. Choose a host that runs '
                 'nova-ironic-multi' % (name, dest.foreign))
-    if dest.cell != source.cell:
-        return ('the destination %s is in cell %r and the source %s in %r: '
-                'a host manages only the instances of its own cell. Choose '
-                'a destination in cell %r'
-                % (name, dest.cell, source.service_host or source.name,
-                   source.cell, source.cell))
-    if dest.zone != source.zone:
-        return ('the destination %s is in availability zone %r and the '
-                'source %s in %r: the instances would change zone. Choose '
-                'a destination in availability zone %r'
-                % (name, dest.zone, source.service_host or source.name,
-                   source.zone, source.zone))
+    why = zones.refusal(source.service_host or source.name, source.cell,
+                        source.zone, name, dest.cell, dest.zone)
+    if why:
+        return why
     if moving and scopes is not None:
         why = scopes.mismatch(name, dest.reported, moving, by_shard)
         if why:
@@ -284,10 +277,10 @@ def check(ctxt: Any, src: Any, dst: Any, moves: Sequence[Move] = (),
     except marker.MarkerError as e:
         raise Refused('Refusing: cannot tell whether %s runs this driver: '
                       '%s' % (dst.host, e)) from e
-    zones = fleet_mod.zones(ctxt, [src.host, dst.host])
-    source = _host(ctxt, src, None, marked, zones)
+    found = zones.of(ctxt, [src.host, dst.host])
+    source = _host(ctxt, src, None, marked, found)
     dest = _host(ctxt, dst, servicegroup.API().service_is_up(dst), marked,
-                 zones)
+                 found)
     why = refusal(source, dest, [m.info for m in moves if m.info], scopes,
                   by_shard)
     if why:

@@ -34,14 +34,31 @@ HOSTS = ('host1', 'host2', 'host3')
 LIVE = ('host1', 'host3')
 
 
-class FencedTakeoverTest(base.DriverTestCase):
+def zone(ctxt: nova_context.RequestContext, name: str, *hosts: str) -> None:
+    """Put ``hosts`` in availability zone ``name``."""
+    agg = objects.Aggregate(ctxt, name='agg-' + name,
+                            metadata={'availability_zone': name})
+    agg.create()
+    for host in hosts:
+        agg.add_host(host)
+
+
+def _fixed(name: str) -> str:
+    return str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, 'nim-fencing-' + name))
+
+
+class FencedCase(base.DriverTestCase):
+    """host1, host2 and host3 with ``takeover = fenced``."""
 
     def setUp(self) -> None:
         super().setUp()
         self.flags(takeover='fenced', group='ironic_multi')
         for host in HOSTS:
             self.make_service(host)
-        self.node_ids = [self.ironic.add_node() for _ in range(30)]
+        # Fixed UUIDs: the ring's division the tests rely on (both
+        # survivors get some of host2's nodes) is the same in every run.
+        self.node_ids = [self.ironic.add_node(_fixed('node-%d' % i))
+                         for i in range(30)]
         self.drivers = self.fleet_drivers(HOSTS)
         self.period()
 
@@ -70,6 +87,9 @@ class FencedTakeoverTest(base.DriverTestCase):
     @staticmethod
     def ring_host(node: str) -> str:
         return str(rings.load('compatible', LIVE, 5).assign([node])[node])
+
+
+class FencedTakeoverTest(FencedCase):
 
     def test_fenced_host_instances_go_to_the_ring_host(self) -> None:
         placed = [self.deployed('host2') for _ in range(6)]
@@ -345,6 +365,42 @@ class FencedTakeoverTest(base.DriverTestCase):
         self.assertTrue(nodes <= taken['host1'] | taken['host3'])
 
 
+class ZoneFencedTakeoverTest(FencedCase):
+    """A fenced host's instances never change availability zone."""
+
+    def test_only_a_peer_of_the_fenced_host_zone_takes_over(self) -> None:
+        zone(self.ctxt, 'az-a', 'host2', 'host3')
+        zone(self.ctxt, 'az-b', 'host1')
+        # Nodes the ring of both survivors gives host1, and host3.
+        placed = []
+        for survivor in LIVE:
+            for node in [n for n in self.node_ids
+                         if self.ring_host(n) == survivor][:3]:
+                inst = self.make_instance(host='host2', node=node,
+                                          compute_id=1)
+                self.ironic.nodes[node].update(instance_uuid=inst.uuid,
+                                               provision_state=states.ACTIVE)
+                placed.append((inst.uuid, node))
+        self.assertEqual(6, len(placed))
+        self.fence('host2')
+        reported = self.period(LIVE)
+        # host3, the one peer of host2's zone, takes every one of them.
+        self.assertEqual({'host3'}, {self.instance(u).host
+                                     for u, _ in placed})
+        self.assertTrue({n for _, n in placed} <= reported['host3'])
+        self.assertFalse({n for _, n in placed} & reported['host1'])
+        # Settled: the next period moves nothing back.
+        self.assertEqual(reported, self.period(LIVE))
+
+    def test_no_peer_of_the_zone_moves_nothing(self) -> None:
+        zone(self.ctxt, 'az-a', 'host2')
+        uuid, node = self.deployed('host2')
+        self.fence('host2')
+        reported = self.period(LIVE)
+        self.assertEqual('host2', self.instance(uuid).host)
+        self.assertFalse(node in reported['host1'] | reported['host3'])
+
+
 class ClaimTest(base.DriverTestCase):
     """The compare-and-swap itself: one winner, the loser does nothing."""
 
@@ -410,10 +466,6 @@ class ClaimTest(base.DriverTestCase):
         self.assertEqual('host2', self.read().host)
 
 
-def _fixed(name: str) -> str:
-    return str(uuidlib.uuid5(uuidlib.NAMESPACE_URL, 'nim-fencing-' + name))
-
-
 class ShardFencedTakeoverTest(base.DriverTestCase):
     """The same with ``divide = shards``: the node goes with its shard."""
 
@@ -467,4 +519,34 @@ class ShardFencedTakeoverTest(base.DriverTestCase):
             self.assertIn(node, reported[new])
             self.assertNotIn(node, reported[({'host1', 'host3'} -
                                              {new}).pop()])
+        self.assertEqual(reported, self.period(LIVE))
+
+    def test_only_a_peer_of_the_zone_takes_over_whatever_the_shard(
+            self) -> None:
+        zone(self.ctxt, 'az-a', 'host2', 'host3')
+        zone(self.ctxt, 'az-b', 'host1')
+        # host2's instances on nodes of a shard the survivors' ring gives
+        # host1, of one it gives host3 (host3 lists no shard of host1's),
+        # and without a shard.
+        picks = ([n for n in self.sharded
+                  if self.expected_host(n) == 'host1'][:2] +
+                 [n for n in self.sharded
+                  if self.expected_host(n) == 'host3'][:1] +
+                 [n for n in self.unsharded
+                  if self.expected_host(n) == 'host1'][:1])
+        self.assertEqual(4, len(picks))
+        placed = {}
+        for node in picks:
+            inst = self.make_instance(host='host2', node=node, compute_id=1)
+            self.ironic.nodes[node].update(instance_uuid=inst.uuid,
+                                           provision_state=states.ACTIVE)
+            placed[inst.uuid] = node
+        svc = objects.Service.get_by_compute_host(self.ctxt, 'host2')
+        svc.forced_down = True
+        svc.save()
+        reported = self.period(LIVE)
+        self.assertEqual({'host3'}, {objects.Instance.get_by_uuid(
+            self.ctxt, u).host for u in placed})
+        self.assertTrue(set(picks) <= reported['host3'])
+        self.assertFalse(set(picks) & reported['host1'])
         self.assertEqual(reported, self.period(LIVE))
