@@ -77,6 +77,7 @@ import oslo_messaging
 from nova_ironic_multi import ironic
 from nova_ironic_multi import nodeinfo
 from nova_ironic_multi import resources
+from nova_ironic_multi import restart
 from nova_ironic_multi import states
 
 LOG = logging.getLogger(__name__)
@@ -129,12 +130,8 @@ class Decision:
     why: str
 
 
-BUILD_STATES = frozenset({task_states.SCHEDULING,
-                          task_states.BLOCK_DEVICE_MAPPING,
-                          task_states.NETWORKING, task_states.SPAWNING})
-REBUILD_STATES = frozenset({task_states.REBUILDING,
-                            task_states.REBUILD_BLOCK_DEVICE_MAPPING,
-                            task_states.REBUILD_SPAWNING})
+BUILD_STATES = restart.BUILD_TASKS
+REBUILD_STATES = restart.REBUILD_TASKS
 CLEARED_STATES = frozenset({task_states.IMAGE_SNAPSHOT_PENDING,
                             task_states.IMAGE_PENDING_UPLOAD,
                             task_states.IMAGE_UPLOADING,
@@ -371,9 +368,8 @@ class Recovery:
             # First: a server never shows ERROR without its cause. (Should
             # the state change fail, the fault of a server that is not in
             # ERROR is not shown.)
-            self._fault(ctxt, instance, host,
-                        fault_message(decision.why, host,
-                                      *self._origin(ctxt, uuid)))
+            restart.record_fault(ctxt, instance.uuid, host, fault_message(
+                decision.why, host, *self._origin(ctxt, uuid)))
         self._apply(ctxt, instance, decision.step)
         return _Outcome.DONE
 
@@ -394,17 +390,6 @@ class Recovery:
                 if event.event.startswith(prefix):
                     return action.action, event.event[len(prefix):]
         return action.action, None
-
-    @staticmethod
-    def _fault(ctxt: Any, instance: Any, host: str, message: str) -> None:
-        """Record the instance fault ``server show`` gives with ERROR."""
-        fault = objects.InstanceFault(context=ctxt)
-        fault.instance_uuid = instance.uuid
-        fault.code = 500
-        fault.message = message
-        fault.details = ''
-        fault.host = host
-        fault.create()
 
     @staticmethod
     def _action(ctxt: Any, instance_uuid: str) -> None:

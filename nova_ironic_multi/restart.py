@@ -38,12 +38,13 @@ import oslo_messaging
 
 LOG = logging.getLogger(__name__)
 
-_BUILD_TASKS = frozenset({task_states.SCHEDULING,
-                          task_states.BLOCK_DEVICE_MAPPING,
-                          task_states.NETWORKING, task_states.SPAWNING})
-_REBUILD_TASKS = frozenset({task_states.REBUILDING,
-                            task_states.REBUILD_BLOCK_DEVICE_MAPPING,
-                            task_states.REBUILD_SPAWNING})
+#: Task states of a build, and of a rebuild, under way.
+BUILD_TASKS = frozenset({task_states.SCHEDULING,
+                         task_states.BLOCK_DEVICE_MAPPING,
+                         task_states.NETWORKING, task_states.SPAWNING})
+REBUILD_TASKS = frozenset({task_states.REBUILDING,
+                           task_states.REBUILD_BLOCK_DEVICE_MAPPING,
+                           task_states.REBUILD_SPAWNING})
 
 
 def interrupted(instance: Any, host: str) -> str | None:
@@ -58,11 +59,26 @@ def interrupted(instance: Any, host: str) -> str | None:
             vm == vm_states.ERROR and task not in (
                 task_states.RESIZE_MIGRATING, task_states.DELETING)):
         return None
-    if vm == vm_states.BUILDING or task in _BUILD_TASKS:
+    if vm == vm_states.BUILDING or task in BUILD_TASKS:
         return 'build'
-    if vm in (vm_states.ACTIVE, vm_states.STOPPED) and task in _REBUILD_TASKS:
+    if vm in (vm_states.ACTIVE, vm_states.STOPPED) and task in REBUILD_TASKS:
         return 'rebuild'
     return None
+
+
+def record_fault(ctxt: Any, instance_uuid: str, host: str,
+                 message: str) -> None:
+    """Record the instance fault ``server show`` gives with ERROR.
+
+    :raises NovaException, MessagingException: nova cannot write it.
+    """
+    fault = objects.InstanceFault(context=ctxt)
+    fault.instance_uuid = instance_uuid
+    fault.code = 500
+    fault.message = message
+    fault.details = ''
+    fault.host = host
+    fault.create()
 
 
 def fault_message(what: str, host: str) -> str:
@@ -82,14 +98,8 @@ def record_faults(ctxt: Any, host: str, instances: Iterable[Any]) -> int:
         if what is None:
             continue
         message = fault_message(what, host)
-        fault = objects.InstanceFault(context=ctxt)
-        fault.instance_uuid = instance.uuid
-        fault.code = 500
-        fault.message = message
-        fault.details = ''
-        fault.host = host
         try:
-            fault.create()
+            record_fault(ctxt, instance.uuid, host, message)
         except (exception.NovaException,
                 oslo_messaging.MessagingException) as e:
             LOG.warning('Cannot record why instance %(inst)s goes to ERROR '
