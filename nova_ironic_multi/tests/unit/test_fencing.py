@@ -496,14 +496,14 @@ class ShardFencedTakeoverTest(base.DriverTestCase):
         return str(sharding.assign(ring, self.ironic.shards(),
                                    weighted=False)[shard])
 
-    def test_fenced_host_instances_go_with_their_shards(self) -> None:
-        before = self.period()
-        mine = sorted(before['host2'])
-        picks = ([n for n in mine if n in self.sharded][:3] +
-                 [n for n in mine if n in self.unsharded][:1])
-        self.assertEqual(4, len(picks))
+    def fence_host2_with_instances_on(
+            self, nodes: list[str]) -> dict[str, str]:
+        """host2's instances on ``nodes``, then host2 forced down.
+
+        :returns: instance UUID -> node.
+        """
         placed = {}
-        for node in picks:
+        for node in nodes:
             inst = self.make_instance(host='host2', node=node, compute_id=1)
             self.ironic.nodes[node].update(instance_uuid=inst.uuid,
                                            provision_state=states.ACTIVE)
@@ -511,6 +511,15 @@ class ShardFencedTakeoverTest(base.DriverTestCase):
         svc = objects.Service.get_by_compute_host(self.ctxt, 'host2')
         svc.forced_down = True
         svc.save()
+        return placed
+
+    def test_fenced_host_instances_go_with_their_shards(self) -> None:
+        before = self.period()
+        mine = sorted(before['host2'])
+        picks = ([n for n in mine if n in self.sharded][:3] +
+                 [n for n in mine if n in self.unsharded][:1])
+        self.assertEqual(4, len(picks))
+        placed = self.fence_host2_with_instances_on(picks)
         reported = self.period(LIVE)
         for uuid, node in placed.items():
             new = self.expected_host(node)
@@ -535,15 +544,7 @@ class ShardFencedTakeoverTest(base.DriverTestCase):
                  [n for n in self.unsharded
                   if self.expected_host(n) == 'host1'][:1])
         self.assertEqual(4, len(picks))
-        placed = {}
-        for node in picks:
-            inst = self.make_instance(host='host2', node=node, compute_id=1)
-            self.ironic.nodes[node].update(instance_uuid=inst.uuid,
-                                           provision_state=states.ACTIVE)
-            placed[inst.uuid] = node
-        svc = objects.Service.get_by_compute_host(self.ctxt, 'host2')
-        svc.forced_down = True
-        svc.save()
+        placed = self.fence_host2_with_instances_on(picks)
         reported = self.period(LIVE)
         self.assertEqual({'host3'}, {objects.Instance.get_by_uuid(
             self.ctxt, u).host for u in placed})
