@@ -16,6 +16,10 @@ caught mid-reboot and one deleted while host2 was down (an orphan). After
 one period of the survivors each of host2's servers is rebooted, stopped,
 started, rebuilt and deleted through nova's API on its new host, the
 orphan is torn down, and Ironic shows each node as nova expects.
+
+With tooz membership (a real Redis), a shorter run: host2 stopped leaves
+its group, nothing moves until it is forced down, then its two servers are
+on their new hosts and reboot there.
 """
 
 from __future__ import annotations
