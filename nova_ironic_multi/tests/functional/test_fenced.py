@@ -16,25 +16,35 @@ caught mid-reboot and one deleted while host2 was down (an orphan). After
 one period of the survivors each of host2's servers is rebooted, stopped,
 started, rebuilt and deleted through nova's API on its new host, the
 orphan is torn down, and Ironic shows each node as nova expects.
+
+With tooz membership (a real Redis), a shorter run: host2 stopped leaves
+its group, nothing moves until it is forced down, then its two servers are
+on their new hosts and reboot there.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import time
 import types
 from typing import Any
 
+from nova.conf import CONF
+
 from nova_ironic_multi.cmd import main as cli
+from nova_ironic_multi import partition
 from nova_ironic_multi import rings
 from nova_ironic_multi import states
+from nova_ironic_multi.tests.fixtures import redis_server
 from nova_ironic_multi.tests.functional import base
 from nova_ironic_multi.tests.functional import test_actions
 
 SURVIVORS = ('host1', 'host3')
 
 
-class FencedTakeoverTest(base.IronicCellTestCase):
+class FencedCase(base.IronicCellTestCase):
+    """A cell with ``takeover = fenced`` and what its tests look at."""
 
     # host2 gets five of them; the survivors' ring gives one to host3.
     NODES = 18
@@ -77,6 +87,9 @@ class FencedTakeoverTest(base.IronicCellTestCase):
     def ring_host(node: str) -> str:
         return str(rings.load('compatible', SURVIVORS, 5).assign(
             [node])[node])
+
+
+class FencedTakeoverTest(FencedCase):
 
     def test_fenced_host_servers_are_managed_by_their_new_hosts(
             self) -> None:
@@ -222,3 +235,106 @@ class FencedTakeoverTest(base.IronicCellTestCase):
                              self.ironic_node(node))
             self.assertEqual({}, self._get_allocations_by_server_uuid(
                 server['id']))
+
+
+class ToozFencedTakeoverTest(FencedCase):
+    """The same takeover with ``membership_driver = tooz`` (a real Redis).
+
+    A stopped host leaves its tooz group at once, so its peers stop counting
+    it long before nova would call it down: that is still no fence.
+    """
+
+    HEARTBEAT = 0.2
+    MEMBER_TIMEOUT = 2
+    #: How long the members may take to settle on a busy machine.
+    SETTLE = MEMBER_TIMEOUT + 10 * HEARTBEAT + 10.0
+
+    def configure(self) -> None:
+        super().configure()
+        self.redis = redis_server.RedisServer()
+        url = self.redis.start()
+        self.addCleanup(self.redis.stop)
+        self.flags(group='ironic_multi', membership_driver='tooz',
+                   tooz_backend_url=url,
+                   tooz_member_timeout=self.MEMBER_TIMEOUT,
+                   tooz_heartbeat_interval=self.HEARTBEAT)
+
+    def setUp(self) -> None:
+        super().setUp()
+        # The hosts joined one by one: once each reads all three, the
+        # ring of the three settles.
+        self.wait_members(base.HOSTS, set(base.HOSTS))
+        self._run_periodics()
+
+    def members(self, host: str) -> set[str]:
+        """What tooz membership tells ``host`` its peers are now."""
+        plugin = self.computes[host].manager.driver._inventory._membership
+        assert plugin is not None and plugin.name == 'tooz'
+        return set(plugin.live_peers(partition.resolve(CONF, host)))
+
+    def wait_members(self, hosts: tuple[str, ...], expected: set[str]) -> None:
+        began = time.monotonic()
+        while any(self.members(h) != expected for h in hosts):
+            if time.monotonic() - began > self.SETTLE:
+                self.fail('tooz members %s, not %s' % (
+                    {h: sorted(self.members(h)) for h in hosts},
+                    sorted(expected)))
+            time.sleep(self.HEARTBEAT / 2)
+
+    def reports(self, host: str) -> set[str]:
+        """Nodes ``host``'s driver reports now (a fresh refresh)."""
+        return set(self.computes[host].manager.driver.get_available_nodes())
+
+    def host2_servers(self) -> tuple[list[dict[str, Any]], dict[str, str]]:
+        """Two servers of host2's and their nodes, by server.
+
+        The survivors' ring hands one node to each survivor.
+        """
+        flavor = self.baremetal_flavor()
+        everyone = rings.load('compatible', base.HOSTS, 5).assign(
+            self.node_uuids)
+        host2 = [n for n in self.node_uuids if everyone[n] == 'host2']
+        chosen = [next(n for n in host2 if self.ring_host(n) == h)
+                  for h in SURVIVORS]
+        image = test_actions.WHOLE_DISK_IMAGE
+        servers = [self.boot(flavor, host='host2', node=n,
+                             imageRef=image['id']) for n in chosen]
+        return servers, {s['id']: s['OS-EXT-SRV-ATTR:hypervisor_hostname']
+                         for s in servers}
+
+    def test_fenced_host_servers_move_with_tooz_membership(self) -> None:
+        servers, nodes = self.host2_servers()
+        self.computes['host2'].stop()
+        # host2 left its group: the survivors count only each other ...
+        self.wait_members(SURVIVORS, set(SURVIVORS))
+        # ... but merely down is not a fence: nothing of host2's moves.
+        self.period(SURVIVORS)
+        db = self.db_division()
+        for server in servers:
+            self.assertEqual('host2', self.instance_host(server['id']))
+            self.assertIn(nodes[server['id']], db['host2'])
+            for host in SURVIVORS:
+                self.assertNotIn(nodes[server['id']], self.reports(host))
+
+        self.admin_api.put_service_force_down(self.service('host2')['id'],
+                                              True)
+        self.period(SURVIVORS)
+        db = self.db_division()
+        reported = {h: self.reports(h) for h in SURVIVORS}
+        for server in servers:
+            node = nodes[server['id']]
+            new = self.ring_host(node)
+            other, = set(SURVIVORS) - {new}
+            self.assertEqual(new, self.instance_host(server['id']))
+            self.assertIn(node, db[new])
+            self.assertNotIn(node, db.get('host2', set()))
+            self.assertIn(node, reported[new])
+            self.assertNotIn(node, reported[other])
+            self.assertNotIn(node, db.get(other, set()))
+            # nova's API reboots it on its new host.
+            server = self._reboot_server(server, hard=True)
+            self.assertEqual(('ACTIVE', new), (
+                server['status'], server['OS-EXT-SRV-ATTR:host']))
+            self.assertEqual((server['id'], states.ACTIVE, states.POWER_ON),
+                             self.deployed(node))
+        self.assertIn('is forced down (fenced)', self.stdlog.logger.output)
