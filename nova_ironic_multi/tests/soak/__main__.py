@@ -11,6 +11,9 @@
 # under the License.
 """``python -m nova_ironic_multi.tests.soak --minutes N --seed S``.
 
+``--combine A.json B.json ...`` prints one table for several runs' reports
+(a long run of several seeds) and exits 1 if any of them had a violation.
+
 Exit status 0 when the run had no violation, 1 when it had some, 2 when it
 could not run (a missing service: the e2e tier's prerequisites).
 """
@@ -18,6 +21,7 @@ could not run (a missing service: the e2e tier's prerequisites).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -26,6 +30,7 @@ import time
 from typing import Any
 
 from nova_ironic_multi.tests.fixtures import backing
+from nova_ironic_multi.tests.soak import report
 from nova_ironic_multi.tests.soak import runner
 from nova_ironic_multi.tests.soak import schedule
 
@@ -51,6 +56,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
                    'even without violations')
     p.add_argument('--schedule-only', action='store_true',
                    help='print the schedule of the seed and exit')
+    p.add_argument('--combine', nargs='+', metavar='REPORT.json',
+                   help="print one table for these runs' --report files "
+                   '(runs nothing) and exit 1 if any had a violation')
     return p.parse_args(argv)
 
 
@@ -58,10 +66,26 @@ def _interrupt(signo: int, frame: Any) -> None:
     raise KeyboardInterrupt('signal %d' % signo)
 
 
+def _combine(paths: list[str]) -> int:
+    results = []
+    for path in paths:
+        try:
+            with open(path) as f:
+                results.append(json.load(f))
+        except (OSError, ValueError) as e:
+            print('--combine: cannot read the soak report %s: %s'
+                  % (path, e), file=sys.stderr)
+            return 2
+    print(report.combine(results), flush=True)
+    return 1 if any(r['violations'] for r in results) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     seed = args.seed if args.seed is not None else int(time.time()) % 100000
     profile = schedule.PROFILES[args.profile]
+    if args.combine:
+        return _combine(args.combine)
     if args.schedule_only:
         print('seed %d, profile %s, %.1f minutes:' % (seed, profile.name,
                                                      args.minutes))

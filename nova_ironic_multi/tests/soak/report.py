@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 import statistics
+from typing import Any
 
 #: Outcome columns, in order (others are appended).
 OUTCOMES = ('ok', 'error', 'failed', 'rejected', 'gone', 'partial', 'other',
@@ -96,3 +97,43 @@ def table(requests: Mapping[str, Mapping[str, int]],
     lines += ['', 'violations: %d' % len(violations)]
     lines += ['  ' + v for v in violations]
     return '\n'.join(lines)
+
+
+def _add(into: dict[str, int], counts: Mapping[str, int]) -> None:
+    for key, n in counts.items():
+        into[key] = into.get(key, 0) + n
+
+
+def combine(results: Sequence[Mapping[str, Any]]) -> str:
+    """One table for several runs' ``--report`` files (their JSON, loaded).
+
+    Requests, faults and causes add up; the times to converge are pooled,
+    so the median and the maximum are over every run; each violation keeps
+    the seed of its run.
+    """
+    if not results:
+        raise ValueError('no soak report to combine')
+    requests: dict[str, dict[str, int]] = {}
+    faults: dict[str, int] = {}
+    converge: dict[str, list[float]] = {}
+    unconverged: dict[str, int] = {}
+    cut_short: dict[str, int] = {}
+    causes: dict[str, int] = {}
+    violations: list[str] = []
+    for r in results:
+        for kind, by in r['requests'].items():
+            _add(requests.setdefault(kind, {}), by)
+        _add(faults, r['faults'])
+        for label, times in r['converge'].items():
+            converge.setdefault(label, []).extend(times)
+        _add(unconverged, r['unconverged'])
+        _add(cut_short, r['cut_short'])
+        _add(causes, r['notes'].get('request outcomes', {}))
+        violations += ['seed %s: %s' % (r['seed'], v)
+                       for v in r['violations']]
+    header = '%d runs, seeds %s, profiles %s: %.0f minutes of faults' % (
+        len(results), ', '.join(str(r['seed']) for r in results),
+        ', '.join(sorted({str(r['profile']) for r in results})),
+        sum(float(r['minutes']) for r in results))
+    return table(requests, faults, converge, unconverged, violations,
+                 header, cut_short, causes)

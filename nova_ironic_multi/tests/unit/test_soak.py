@@ -13,12 +13,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
+import json
 import os
 import tempfile
 import unittest
 
 from nova_ironic_multi import rings
+from nova_ironic_multi.tests.soak import __main__ as soak_main
 from nova_ironic_multi.tests.soak import invariants as inv
 from nova_ironic_multi.tests.soak import observe
 from nova_ironic_multi.tests.soak import report
@@ -316,6 +320,64 @@ class LogFollowerTest(unittest.TestCase):
 
 
 class ReportTest(unittest.TestCase):
+    def _run(self, seed: int, **over: object) -> dict[str, object]:
+        r: dict[str, object] = {
+            'seed': seed, 'profile': 'long', 'minutes': 20.0,
+            'requests': {'boot': {'ok': 3, 'error': 1}},
+            'faults': {'fence': 1}, 'converge': {'fence: fenced': [5.0]},
+            'unconverged': {}, 'cut_short': {}, 'violations': [],
+            'notes': {'request outcomes': {'boot error: No valid host': 1}}}
+        r.update(over)
+        return r
+
+    def test_combined_runs_add_up_and_pool_their_times(self) -> None:
+        text = report.combine([
+            self._run(1),
+            self._run(2, requests={'boot': {'ok': 2}, 'reboot': {'ok': 4}},
+                      converge={'fence: fenced': [9.0, 1.0]},
+                      unconverged={'fence: unfenced': 1},
+                      violations=['VIOLATION no request stuck: x'])])
+        lines = text.splitlines()
+        self.assertEqual(lines[0], '2 runs, seeds 1, 2, profiles long: '
+                         '40 minutes of faults')
+        boot = next(line for line in lines if line.startswith('boot '))
+        self.assertEqual(boot.split(), ['boot', '5', '1', '6'])
+        self.assertEqual(next(line for line in lines
+                              if line.startswith('reboot ')).split(),
+                         ['reboot', '4', '0', '4'])
+        self.assertEqual(next(line for line in lines
+                              if line.startswith('fence ')).split(),
+                         ['fence', '2'])
+        # Pooled: 1, 5 and 9 s, so the median is 5 and the max 9.
+        fenced = next(line for line in lines
+                      if line.startswith('fence: fenced'))
+        self.assertEqual(fenced.split()[-5:], ['3', '5.0', '9.0', '0', '0'])
+        self.assertIn('     2  boot error: No valid host', lines)
+        self.assertIn('violations: 1', lines)
+        self.assertIn('  seed 2: VIOLATION no request stuck: x', lines)
+
+    def test_the_command_combines_report_files(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = []
+            for seed, violations in ((1, []), (2, ['VIOLATION x'])):
+                paths.append(os.path.join(tmp, '%d.json' % seed))
+                with open(paths[-1], 'w') as f:
+                    json.dump(self._run(seed, violations=violations), f)
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                self.assertEqual(soak_main.main(['--combine'] + paths), 1)
+                self.assertEqual(soak_main.main(['--combine', paths[0]]), 0)
+            self.assertIn('seed 2: VIOLATION x', out.getvalue())
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                self.assertEqual(soak_main.main(
+                    ['--combine', os.path.join(tmp, 'none.json')]), 2)
+            self.assertIn('cannot read the soak report', err.getvalue())
+
+    def test_nothing_to_combine_is_an_error(self) -> None:
+        with self.assertRaises(ValueError):
+            report.combine([])
+
     def test_table(self) -> None:
         text = report.table(
             {'boot': {'ok': 3, 'error': 1}, 'delete': {'ok': 2}},
