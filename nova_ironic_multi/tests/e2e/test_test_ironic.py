@@ -20,10 +20,10 @@ Ironic alone, a conductor and the API on PostgreSQL, in about 30 s.
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
+import os
 from typing import Any
+import uuid
 
 import pytest
 
