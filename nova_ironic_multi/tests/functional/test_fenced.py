@@ -88,18 +88,27 @@ class FencedCase(base.IronicCellTestCase):
         return str(rings.load('compatible', SURVIVORS, 5).assign(
             [node])[node])
 
+    def host2_nodes(self) -> tuple[list[str], list[str]]:
+        """host2's nodes, and of them one the survivors' ring hands to each
+        survivor (in the order of ``SURVIVORS``).
+
+        host2's nodes are those the ring over all hosts gives host2.
+        """
+        everyone = rings.load('compatible', base.HOSTS, 5).assign(
+            self.node_uuids)
+        host2 = [n for n in self.node_uuids if everyone[n] == 'host2']
+        chosen = [next(n for n in host2 if self.ring_host(n) == h)
+                  for h in SURVIVORS]
+        return host2, chosen
+
 
 class FencedTakeoverTest(FencedCase):
 
     def test_fenced_host_servers_are_managed_by_their_new_hosts(
             self) -> None:
         flavor = self.baremetal_flavor()
-        everyone = rings.load('compatible', base.HOSTS, 5).assign(
-            self.node_uuids)
-        host2 = [n for n in self.node_uuids if everyone[n] == 'host2']
         # One server the ring hands to each survivor.
-        chosen = [next(n for n in host2 if self.ring_host(n) == h)
-                  for h in SURVIVORS]
+        host2, chosen = self.host2_nodes()
         image = test_actions.WHOLE_DISK_IMAGE
         servers = [self.boot(flavor, host='host2', node=n,
                              imageRef=image['id']) for n in chosen]
@@ -291,11 +300,7 @@ class ToozFencedTakeoverTest(FencedCase):
         The survivors' ring hands one node to each survivor.
         """
         flavor = self.baremetal_flavor()
-        everyone = rings.load('compatible', base.HOSTS, 5).assign(
-            self.node_uuids)
-        host2 = [n for n in self.node_uuids if everyone[n] == 'host2']
-        chosen = [next(n for n in host2 if self.ring_host(n) == h)
-                  for h in SURVIVORS]
+        _, chosen = self.host2_nodes()
         image = test_actions.WHOLE_DISK_IMAGE
         servers = [self.boot(flavor, host='host2', node=n,
                              imageRef=image['id']) for n in chosen]
