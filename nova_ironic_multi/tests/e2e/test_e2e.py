@@ -1081,6 +1081,23 @@ def log_slice(env: Env, host: str, start: int, end: int | None = None
     return text.splitlines()
 
 
+def watch_handover(env: Env) -> tuple[dict[str, list[int]], dict[str, int],
+                                      dict[str, int], RowSampler]:
+    """What a host handing its nodes over is checked against, taken before.
+
+    The compute node records' ids and the providers' generations (nothing
+    may be re-created), each host's log size (where its log of the handover
+    begins), and a started RowSampler of the records (finish it).
+    """
+    record_ids = env.dep.cell.compute_node_ids()
+    generations = {p['uuid']: p['generation']
+                   for p in env.dep.placement.providers()}
+    marks = {h: env.compute(h).process.log_size() for h in HOSTS}
+    sampler = RowSampler(env)
+    sampler.start()
+    return record_ids, generations, marks, sampler
+
+
 def fenced_takeover(env: Env, figures: list[str], mode: str, victim: str,
                     count: int) -> None:
     """kill -9 ``victim`` with ``count`` servers of the demo user and fence
@@ -1126,12 +1143,7 @@ def fenced_takeover(env: Env, figures: list[str], mode: str, victim: str,
     assert set(on_victim) >= {env.servers[n] for n in names}, on_victim
     others = {sid: env.nova.server(sid)['OS-EXT-SRV-ATTR:host']
               for sid in env.servers.values() if sid not in on_victim}
-    record_ids = env.dep.cell.compute_node_ids()
-    generations = {p['uuid']: p['generation']
-                   for p in env.dep.placement.providers()}
-    marks = {h: env.compute(h).process.log_size() for h in HOSTS}
-    sampler = RowSampler(env)
-    sampler.start()
+    record_ids, generations, marks, sampler = watch_handover(env)
     try:
         # The monitor powers the host off, then fences it in nova.
         compute = env.compute(victim)
@@ -1501,12 +1513,7 @@ def test_e6_scale_in_and_out_with_drain_on_stop(
     compute.sighup()
     env.wait_log(SCALED, r'Option ironic_multi\.drain_on_stop changed from '
                  r'\[\w+\] to \[[Tt]rue\]', mark)
-    record_ids = env.dep.cell.compute_node_ids()
-    generations = {p['uuid']: p['generation']
-                   for p in env.dep.placement.providers()}
-    marks = {h: env.compute(h).process.log_size() for h in HOSTS}
-    sampler = RowSampler(env)
-    sampler.start()
+    record_ids, generations, marks, sampler = watch_handover(env)
     try:
         stopped_at = time.time()
         compute.process.signal(signal.SIGTERM)
