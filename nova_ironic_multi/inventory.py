@@ -156,6 +156,9 @@ class Inventory:
         self._refreshes = 0
         self._refresh_lock = threading.Lock()
         self._update_lock = threading.Lock()
+        #: Fresh reads of single nodes (update()), by node UUID, with the
+        #: time they were read: newer than a listing that began earlier.
+        self._fresh: dict[str, tuple[float, nodeinfo.NodeInfo]] = {}
         self._orphans = orphans.Orphans()
         self._lister = shard_listing.ShardListing(client)
         self._leftovers = leftovers.LeftoverTargets(client)
@@ -300,10 +303,12 @@ class Inventory:
         with self._refresh_lock, self._ironic.fail_fast():
             if self._refreshes != seen and self._snapshot is not None:
                 return self._snapshot
+            begun = time.monotonic()
             snapshot = self._compute()
             # Under the update lock: an update() reading the old snapshot
             # must not write it back over this one.
             with self._update_lock:
+                snapshot = self._keep_fresh(snapshot, begun)
                 old, self._snapshot = self._snapshot, snapshot
             self._refreshes += 1
             # Bounded, and never retried: the period is not held for long.
@@ -634,8 +639,28 @@ class Inventory:
         return self._snapshot or EMPTY
 
     def update(self, node: nodeinfo.NodeInfo) -> None:
-        """Record a fresh read of a managed node (after a state change)."""
+        """Record a fresh read of a managed node (after a state change).
+
+        A period whose listing began before this read keeps it too: nova's
+        power sync reads the cache, and a listing older than this host's
+        own power change would make it undo the change ("Instance is not
+        stopped. Calling the stop API", or "Instance shutdown by itself").
+        """
         with self._update_lock:
+            self._fresh[node.uuid] = (time.monotonic(), node)
             snapshot = self._snapshot
             if snapshot is not None and node.uuid in snapshot.nodes:
                 self._snapshot = snapshot.with_node(node)
+
+    def _keep_fresh(self, snapshot: Snapshot, begun: float) -> Snapshot:
+        """``snapshot`` with the reads made since its listing ``begun``.
+
+        Older reads are dropped: the listing has newer records of them.
+        Called under the update lock.
+        """
+        for node_uuid, (read_at, node) in list(self._fresh.items()):
+            if read_at < begun:
+                del self._fresh[node_uuid]
+            elif node_uuid in snapshot.nodes:
+                snapshot = snapshot.with_node(node)
+        return snapshot

@@ -60,8 +60,12 @@ class Power:
         # ``timeout``; a bound of ours, if set, comes on top.
         bound = self._conf.ironic_multi.power_timeout
         wait_for = timeout + bound if timeout and bound else None
-        return self._settle(node_uuid, '%s of node %s' % (what, node_uuid),
+        node = self._settle(node_uuid, '%s of node %s' % (what, node_uuid),
                             wait_for)
+        # nova's power sync reads the cache: it must see the change now,
+        # not after the next period's listing.
+        self._provisioner.remember(node)
+        return node
 
     def reboot(self, instance: Any, soft: bool) -> None:
         """Reboot; a soft reboot Ironic cannot do or finish becomes hard.

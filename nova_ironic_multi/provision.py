@@ -91,9 +91,13 @@ class Provisioner:
     def _remember(self, node_uuid: str) -> None:
         """Refresh the cached copy of a node after changing it."""
         try:
-            self._nodes.update(self._ironic.get_node(node_uuid))
+            self.remember(self._ironic.get_node(node_uuid))
         except ironic.IronicError:
             LOG.debug('Cannot re-read node %s', node_uuid, exc_info=True)
+
+    def remember(self, node: nodeinfo.NodeInfo) -> None:
+        """Cache a node just read from Ironic after changing it."""
+        self._nodes.update(node)
 
     def find_instance_node(self,
                            instance: Any) -> nodeinfo.NodeInfo | None:

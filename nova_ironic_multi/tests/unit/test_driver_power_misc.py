@@ -147,6 +147,66 @@ class PowerTest(InstanceOnNode):
                           self.driver.trigger_crash_dump, self.instance)
 
 
+class PowerSyncTest(InstanceOnNode):
+    """nova's power sync reads get_info from the cache (use_cache=True).
+
+    Found by the e2e tier: a stop, then the sync (before the next period)
+    read the node still on from the cache, and nova called the stop API
+    again ("Instance is not stopped"), so the user's start got a 409.
+    """
+
+    def setUp(self) -> None:
+        super().setUp()
+        # A period of this host lists the node as its own: a live Ironic
+        # service, and the instance in nova's database.
+        self.make_service(self.HOST)
+        self.fleet_drivers([self.HOST])
+        self.instance = self.make_instance()
+        self.instance.node = self.node      # (nova's row needs compute_id)
+        self.ironic.nodes[self.node]['instance_uuid'] = self.instance.uuid
+        self.driver.get_available_nodes(refresh=True)
+        cached = self.driver._inventory.cached()
+        self.assertEqual(self.node, cached.by_instance[self.instance.uuid])
+
+    def cached_state(self) -> int:
+        return self.driver.get_info(self.instance).state
+
+    def test_the_cache_has_this_hosts_own_power_changes_at_once(
+            self) -> None:
+        self.driver.get_available_nodes(refresh=True)
+        self.assertEqual(power_state.RUNNING, self.cached_state())
+        self.driver.power_off(self.instance)
+        self.assertEqual(power_state.SHUTDOWN, self.cached_state())
+        self.driver.power_on(self.ctxt, self.instance, None)
+        self.assertEqual(power_state.RUNNING, self.cached_state())
+        self.driver.power_off(self.instance, timeout=5)
+        self.assertEqual(power_state.SHUTDOWN, self.cached_state())
+        self.driver.reboot(self.ctxt, self.instance, None, 'HARD')
+        self.assertEqual(power_state.RUNNING, self.cached_state())
+
+    def test_a_listing_begun_before_a_power_change_keeps_the_change(
+            self) -> None:
+        self.driver.get_available_nodes(refresh=True)
+        real = self.ironic.list_nodes
+
+        def listed_then_stopped(*args: Any, **kwargs: Any) -> Any:
+            # Ironic answers the period's listing (the node on), then the
+            # user's stop runs before the period installs it.
+            nodes = real(*args, **kwargs)
+            self.driver.power_off(self.instance)
+            return nodes
+
+        self.ironic.list_nodes = listed_then_stopped  # type: ignore
+        self.driver.get_available_nodes(refresh=True)
+        self.ironic.list_nodes = real  # type: ignore
+        self.assertEqual(states.POWER_OFF,
+                         self.ironic.nodes[self.node]['power_state'])
+        self.assertEqual(power_state.SHUTDOWN, self.cached_state())
+        # The next listing has the change itself.
+        self.driver.get_available_nodes(refresh=True)
+        self.assertEqual(power_state.SHUTDOWN, self.cached_state())
+
+
 class NetworkTest(InstanceOnNode):
 
     def test_attach_and_detach_interface(self) -> None:
