@@ -25,6 +25,7 @@ from typing import Any
 from unittest import mock
 
 import fixtures
+from nova import objects
 from nova.tests.functional.api import client as api_client
 
 from nova_ironic_multi import driver
@@ -200,9 +201,22 @@ class PowerAndConsoleTest(ActionsTestBase):
         self.assertEqual(self.deployed(server, states.POWER_ON),
                          self.ironic_node(node))
 
-        # Powered off behind nova's back: nova's power sync stops it.
+        # Right after the start, before any period, nova's power sync
+        # sees the node on (it reads the driver's cache): nothing changes.
+        # (One instance's sync, which _sync_power_states runs in a thread.)
+        with self.cell() as cctxt:
+            self.computes[host].manager._query_driver_power_state_and_sync(
+                cctxt, objects.Instance.get_by_uuid(cctxt, server['id']))
+        server = self.api.get_server(server['id'])
+        self.assertEqual(('ACTIVE', None, 1), (
+            server['status'], server['OS-EXT-STS:task_state'],
+            server['OS-EXT-STS:power_state']))
+
+        # Powered off behind nova's back: after the next period's listing,
+        # nova's power sync stops it.
         self.ironic.client.node.set_power_state(node, 'off')
         self.ironic.wait_idle(node)
+        self._run_periodics()
         with self.cell() as cctxt:
             self.computes[host].manager._sync_power_states(cctxt)
         server = self._wait_for_state_change(server, 'SHUTOFF')
