@@ -258,6 +258,24 @@ class IronicCellTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         return host
 
 
+def shard_owners(labels: dict[str, str | None],
+                 hosts: tuple[str, ...]) -> dict[str, str]:
+    """Node -> the host of ``hosts`` that lists it with ``divide = shards``.
+
+    A node goes with its shard (the ring places shard names, one per key,
+    as the ``compatible`` ring does unweighted); the nodes without one are
+    placed node by node among themselves.
+
+    :param labels: node -> its shard (None: none), as :func:`shard_labels`.
+    """
+    ring = rings.load('compatible', hosts, 5)
+    names = {s for s in labels.values() if s is not None}
+    by_shard = sharding.assign(ring, dict.fromkeys(names, 1), False)
+    unsharded = ring.assign([u for u, s in labels.items() if s is None])
+    return {u: by_shard[s] if s is not None else unsharded[u]
+            for u, s in labels.items()}
+
+
 def shard_labels(node_uuids: list[str]) -> dict[str, str | None]:
     """Shards for ``node_uuids``, every fourth node left without one.
 
@@ -272,14 +290,8 @@ def shard_labels(node_uuids: list[str]) -> dict[str, str | None]:
             for i, u in enumerate(node_uuids)}
         covered = True
         for n in range(1, len(HOSTS) + 1):
-            ring = rings.load('compatible', HOSTS[:n], 5)
-            names = {s for s in labels.values() if s is not None}
-            by_shard = sharding.assign(ring, dict.fromkeys(names, 1), False)
-            unsharded = ring.assign([u for u, s in labels.items()
-                                     if s is None])
             owners = collections.Counter(
-                by_shard[s] if s is not None else unsharded[u]
-                for u, s in labels.items())
+                shard_owners(labels, HOSTS[:n]).values())
             # Two nodes each, so a host with an instance keeps a free one.
             covered = (covered and set(owners) == set(HOSTS[:n]) and
                        min(owners.values()) >= 2)

@@ -83,10 +83,14 @@ class FencedCase(base.IronicCellTestCase):
         shown: dict[str, Any] = json.loads(out.getvalue())
         return shown
 
-    @staticmethod
-    def ring_host(node: str) -> str:
-        return str(rings.load('compatible', SURVIVORS, 5).assign(
-            [node])[node])
+    def owners(self, hosts: tuple[str, ...]) -> dict[str, str]:
+        """Node -> the host of ``hosts`` whose share the ring puts it in."""
+        return {n: str(h) for n, h in rings.load(
+            'compatible', hosts, 5).assign(self.node_uuids).items()}
+
+    def ring_host(self, node: str) -> str:
+        """The survivor the ring of the survivors names for ``node``."""
+        return self.owners(SURVIVORS)[node]
 
     def host2_nodes(self) -> tuple[list[str], list[str]]:
         """host2's nodes, and of them one the survivors' ring hands to each
@@ -94,8 +98,7 @@ class FencedCase(base.IronicCellTestCase):
 
         host2's nodes are those the ring over all hosts gives host2.
         """
-        everyone = rings.load('compatible', base.HOSTS, 5).assign(
-            self.node_uuids)
+        everyone = self.owners(base.HOSTS)
         host2 = [n for n in self.node_uuids if everyone[n] == 'host2']
         chosen = [next(n for n in host2 if self.ring_host(n) == h)
                   for h in SURVIVORS]
