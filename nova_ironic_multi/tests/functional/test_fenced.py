@@ -20,6 +20,9 @@ orphan is torn down, and Ironic shows each node as nova expects.
 With tooz membership (a real Redis), a shorter run: host2 stopped leaves
 its group, nothing moves until it is forced down, then its two servers are
 on their new hosts and reboot there.
+
+Both again with ``divide = shards``: host2's servers go to the survivors
+the ring of shards names, and the same checks hold.
 """
 
 from __future__ import annotations
@@ -346,3 +349,27 @@ class ToozFencedTakeoverTest(FencedCase):
             self.assertEqual((server['id'], states.ACTIVE, states.POWER_ON),
                              self.deployed(node))
         self.assertIn('is forced down (fenced)', self.stdlog.logger.output)
+
+
+class ShardFenced(base.ShardMode):
+    """Mix in before a fenced case: ``divide = shards``.
+
+    A fenced host's shards go whole to the survivor the ring of shard names
+    over the survivors gives each (its nodes without a shard node by node).
+    Nine nodes: host2 lists two shards, one for each survivor then, one of
+    them with two nodes (a server's and the orphan's).
+    """
+
+    NODES = 9
+    shard_of: dict[str, str | None]
+
+    def owners(self, hosts: tuple[str, ...]) -> dict[str, str]:
+        return base.shard_owners(self.shard_of, hosts)
+
+
+class ShardFencedTakeoverTest(ShardFenced, FencedTakeoverTest):
+    """The whole takeover with ``divide = shards``."""
+
+
+class ToozShardFencedTakeoverTest(ShardFenced, ToozFencedTakeoverTest):
+    """The tooz takeover with ``divide = shards``."""
