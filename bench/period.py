@@ -1036,6 +1036,11 @@ def computes(c: Costs, nodes: int, shards: bool) -> int | None:
 
 
 def sizing_lines(runs: list[PeriodRun]) -> list[str]:
+    if not costs(runs):
+        return ['no figures: sizing needs a refresh period at some node '
+                'count of the runs reported (none runs above --lean-above; '
+                'add a smaller count, e.g. --nodes 1000,10000, or report '
+                'both runs: --from-json A.json B.json)']
     lines = []
     for c in costs(runs):
         lines.append(
@@ -1150,7 +1155,9 @@ def report(runs: list[PeriodRun]) -> None:
     for line in anchors(runs):
         print('  ' + line)
     print()
-    for line in fit_lines(runs):
+    for line in fit_lines(runs) or [
+            'nodes per host that fit a 60 s period: no figures (they need a '
+            'refresh period at this node count or a smaller one)']:
         print(line)
     print()
     print('Sizing: the fewest nova-compute hosts whose periods fit 60 s with '

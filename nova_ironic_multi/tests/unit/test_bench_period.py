@@ -107,6 +107,21 @@ def test_every_period_of_both_drivers_handles_every_node(
     for fleet in ('1000', '10000', '100000'):
         assert '\n  %s nodes: ours, divide = shards: ' % fleet in stdout
 
+    # A run without a refresh period (a large count alone) says why it
+    # gives no sizing, instead of printing empty lines.
+    lean = tmp_path / 'lean.json'
+    lean.write_text(json.dumps([r for r in runs if r['kind'] != 'refresh']))
+    proc = subprocess.run(
+        [sys.executable, '-m', 'bench', 'period', '--from-json', str(lean)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(tmp_path / 'path'),
+                 OS_NOVA_DISABLE_EVENTLET_PATCHING='1'))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert ('nodes per host that fit a 60 s period: no figures'
+            in proc.stdout), proc.stdout
+    assert '\n  no figures: sizing needs a refresh period' in proc.stdout
+    assert 'divide = shards' not in proc.stdout
+
 
 def test_bad_options_are_named(tmp_path: pathlib.Path,
                                monkeypatch: pytest.MonkeyPatch,
