@@ -109,10 +109,10 @@ class Snapshot:
         node_uuid = self.by_instance.get(instance_uuid)
         return self.nodes.get(node_uuid) if node_uuid else None
 
-    def with_node(self, node: nodeinfo.NodeInfo) -> Snapshot:
-        """A copy where ``node`` replaces the cached record of its UUID."""
+    def with_node(self, *fresh: nodeinfo.NodeInfo) -> Snapshot:
+        """A copy where each node replaces the cached record of its UUID."""
         nodes = dict(self.nodes)
-        nodes[node.uuid] = node
+        nodes.update((node.uuid, node) for node in fresh)
         return dataclasses.replace(self, nodes=types.MappingProxyType(nodes),
                                    by_instance=_index(nodes))
 
@@ -658,9 +658,8 @@ class Inventory:
         Older reads are dropped: the listing has newer records of them.
         Called under the update lock.
         """
-        for node_uuid, (read_at, node) in list(self._fresh.items()):
-            if read_at < begun:
-                del self._fresh[node_uuid]
-            elif node_uuid in snapshot.nodes:
-                snapshot = snapshot.with_node(node)
-        return snapshot
+        self._fresh = {u: (t, n) for u, (t, n) in self._fresh.items()
+                       if t >= begun}
+        kept = [n for u, (_, n) in self._fresh.items() if u in snapshot.nodes]
+        # One copy of the snapshot for all of them.
+        return snapshot.with_node(*kept) if kept else snapshot
