@@ -41,10 +41,11 @@ e6. planned scale-in and back out: the demo project has servers on every
 f. the operator labels the nodes with shards (``nova-ironic-multi shards
    plan|apply``) and switches every host to ``divide = shards`` by SIGHUP:
    each host lists only its shards, a killed host's shards move to the
-   survivors (a killed host that is not fenced keeps its instances), a
-   fenced one's instances move by shard, nova's ``[ironic] shard`` beside
-   it stops a compute at start, and SIGHUP takes them back to ``divide =
-   nodes``;
+   survivors (a killed host that is not fenced keeps its instances),
+   nova's ``[ironic] shard`` beside it stops a compute at start; the
+   hosts are stopped and started with ``membership_driver = tooz`` (a
+   real Redis), a fenced host's instances move by shard, and SIGHUP takes
+   them back to ``divide = nodes``;
 and SIGTERM stops the computes cleanly.
 
 Keystone authenticates every service and the operator: the computes find
@@ -96,6 +97,7 @@ from nova_ironic_multi.tests.e2e import reports
 from nova_ironic_multi.tests.fixtures import deployment
 from nova_ironic_multi.tests.fixtures import keystone
 from nova_ironic_multi.tests.fixtures import processes
+from nova_ironic_multi.tests.fixtures import redis_server
 
 HOSTS = ('host1', 'host2', 'host3')
 G1_HOSTS = ('host1', 'host2')
@@ -210,6 +212,12 @@ class Env:
         #: name -> the cloud (clouds.yaml) that created the server.
         self.owners: dict[str, str] = {}
         self.flavor = ''
+        #: ``[ironic_multi]`` membership options in force on every host,
+        #: and given to ``nova-ironic-multi`` as an operator would (empty:
+        #: the default, servicegroup).
+        self.membership: dict[str, object] = {}
+        #: The Redis of tooz membership, once a step started it.
+        self.redis: redis_server.RedisServer | None = None
 
     def cli(self, cloud: str, *args: str) -> Any:
         """``openstack`` as ``cloud``: admin, system-admin or demo."""
@@ -460,6 +468,7 @@ def env(request: pytest.FixtureRequest, figures: list[str],
     # A CI time-out's SIGTERM must still stop every process and drop every
     # database: as KeyboardInterrupt, pytest runs the finalisers.
     previous = signal.signal(signal.SIGTERM, _interrupt)
+    the_env = Env(dep, plan)
     try:
         dep.start()
         up = True
@@ -469,10 +478,12 @@ def env(request: pytest.FixtureRequest, figures: list[str],
         if dep.reaped:
             figures.append('reaped what dead runs left: %s'
                            % ', '.join(dep.reaped))
-        yield Env(dep, plan)
+        yield the_env
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)   # finish cleaning
         problems = dep.stop()
+        if the_env.redis is not None:
+            the_env.redis.stop()
         signal.signal(signal.SIGTERM, previous)
         mine = [i.nodeid for i in request.session.items
                 if getattr(i, 'module', None) is request.module]
@@ -1227,8 +1238,11 @@ def fenced_takeover(env: Env, figures: list[str], mode: str, victim: str,
         def ring_show() -> None:
             # The operator sees each takeover in ring show.
             partition = {'partition_key': 'g1', 'peer_list': ALL_PEERS,
-                         'divide': mode}
+                         'divide': mode, **env.membership}
             shown = env.dep.nova_ironic_multi(partition, 'ring', 'show')
+            # Its members, read through the hosts' own membership driver:
+            # neither the dead victim nor the fenced one.
+            assert shown['members'] == sorted(survivors), shown
             listed = {t['instance']: (t['from'], t['to'])
                       for t in shown['recent_takeovers']
                       if t['instance'] in on_victim}
@@ -1320,7 +1334,8 @@ def fenced_takeover(env: Env, figures: list[str], mode: str, victim: str,
     assert_allocations_only_for_live_servers(env)
 
     line = (
-        'takeover = fenced (divide = %s), kill -9 %s and fence it: its %d '
+        'takeover = fenced (divide = %s, membership = %s), kill -9 %s and '
+        'fence it: its %d '
         'instances manageable on %s after %.1fs (target %ds: one period + '
         '5s; moved at +%s s); nodes managed by two hosts at once: %d during '
         'the takeover, %d of the moved instances\', %d free node(s) for at '
@@ -1329,7 +1344,8 @@ def fenced_takeover(env: Env, figures: list[str], mode: str, victim: str,
         '%d; demo user\'s reboots and deletes on the new hosts (and '
         'ring show) %.1fs; '
         'scenario %.0fs'
-        % (mode, victim, len(on_victim), '/'.join(sorted(set(
+        % (mode, env.membership.get('membership_driver', 'servicegroup'),
+           victim, len(on_victim), '/'.join(sorted(set(
             moved.values()))), took, FENCE_BOUND,
            '/'.join('%.1f' % t for t in sorted(acted.values())),
            len(during), len(instance_nodes), len({o.node for o in after}),
@@ -1917,10 +1933,62 @@ def test_f3_nova_shard_option_with_divide_shards_refuses_to_start(
                           if h == 'host2' and n in env.plan.g1), last
 
 
-def test_f3b_fenced_host_in_shard_mode(env: Env,
-                                      figures: list[str]) -> None:
-    # host2 dies: its instances (the admin's on-host2 too) go to host1
-    # (threading mode) and host3 (eventlet mode), by shard.
+#: tooz membership from f3a on: a dead host leaves the group within
+#: this, well before nova's service_down_time would call it down.
+TOOZ_MEMBER_TIMEOUT = 4
+TOOZ_HEARTBEAT = 0.5
+
+
+def test_f3a_every_host_restarted_with_tooz_membership(
+        env: Env, figures: list[str]) -> None:
+    """The operator moves the fleet to ``membership_driver = tooz``.
+
+    Not a mutable option, and every host of a partition must use the same
+    one (hosts on different drivers see different members and would claim
+    some nodes twice), so the operations docs say: stop them all, change
+    the file, start them all. Each joins the tooz group on a real Redis;
+    the division by shard is the same after, and ``nova-ironic-multi ring
+    show`` with the hosts' options reads the three members from that group.
+    """
+    began = time.monotonic()
+    division = env.db_division()
+    env.redis = redis_server.RedisServer()
+    env.membership = {'membership_driver': 'tooz',
+                      'tooz_backend_url': env.redis.start(),
+                      'tooz_member_timeout': TOOZ_MEMBER_TIMEOUT,
+                      'tooz_heartbeat_interval': TOOZ_HEARTBEAT}
+    for host in HOSTS:
+        env.compute(host).process.signal(signal.SIGTERM)
+    marks = {}
+    for host in HOSTS:
+        compute = env.compute(host)
+        assert compute.process.wait(STOP_TIMEOUT) == 0, compute.process.tail()
+        compute.fixed.update(env.membership)
+        compute.write_conf()
+        marks[host] = compute.process.log_size()
+    for host in HOSTS:
+        env.compute(host).start()
+    for host in HOSTS:
+        env.wait_log(host, r'Joined tooz group nova-ironic-multi',
+                     marks[host])
+        env.periods(host, marks[host])
+    env.wait_division(division, 'the shards divided as before, by tooz')
+    shown = env.dep.nova_ironic_multi(
+        {'partition_key': 'g1', 'peer_list': ALL_PEERS, 'divide': 'shards',
+         **env.membership}, 'ring', 'show')
+    assert shown['members'] == list(HOSTS), shown
+    assert_one_provider_per_node(env)
+    assert_servers_untouched(env)
+    figures.append('membership_driver = tooz: the three hosts stopped, '
+                   'started and dividing by shard as before in %.1fs'
+                   % (time.monotonic() - began))
+
+
+def test_f3b_fenced_host_in_shard_mode_with_tooz(env: Env,
+                                                figures: list[str]) -> None:
+    # host2 dies and leaves the tooz group (which is no fence): only once
+    # it is forced down do its instances (the admin's on-host2 too) go to
+    # host1 (threading mode) and host3 (eventlet mode), by shard.
     enable_fenced_takeover(env)
     fenced_takeover(env, figures, 'shards', 'host2', count=2)
 
