@@ -29,7 +29,8 @@ from nova_ironic_multi.tests.unit import test_readme
 
 EXPECTED = ['nova34 unit/threading', 'nova34 functional/threading',
             'nova34 functional/eventlet', 'nova33 unit/threading',
-            'nova33 functional/eventlet', 'nova34 e2e/threading']
+            'nova33 functional/eventlet', 'nova32 unit/threading',
+            'nova32 functional/eventlet', 'nova34 e2e/threading']
 
 
 def summarize() -> types.ModuleType:
@@ -63,10 +64,12 @@ GOOD = {
     'nova34 functional/eventlet': FUNCTIONAL,
     'nova33 unit/threading': UNIT,
     'nova33 functional/eventlet': FUNCTIONAL,
+    'nova32 unit/threading': UNIT,
+    'nova32 functional/eventlet': FUNCTIONAL,
     'nova34 e2e/threading': '======= 24 passed in 612.0s (0:10:12) =======',
 }
 #: The tests of every run above.
-TOTAL = 2 * 640 + 3 * 74 + 24
+TOTAL = 3 * 640 + 4 * 74 + 24
 
 
 def judge(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str],
@@ -85,7 +88,7 @@ def test_the_command_runs_every_release_by_tox_ini() -> None:
     ini = ci.configparser.ConfigParser(interpolation=None)
     ini.read(source.source_dir() / 'tox.ini')
     envs = ci.tox_envs(test_readme.ci_test_command(), ini)
-    assert envs == ['py3', 'functional', 'nova33', 'e2e']
+    assert envs == ['py3', 'functional', 'nova33', 'nova32', 'e2e']
     assert ci.expected_runs(ini, envs, str(source.source_dir())) == EXPECTED
 
 
