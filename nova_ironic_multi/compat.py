@@ -30,6 +30,11 @@ without looking at versions:
   fixes its version cache's path under ``$HOME`` with the first client,
   inside a test whose temporary ``$HOME`` the next test no longer has:
   ``tests/conftest.py`` imports it first.
+* nova 33's fake versioned notifier (its functional fixtures), in
+  native-threading mode, fails every notification a thread sends: it
+  looks for the sending test in a greenlet ancestry threads do not have
+  (nova 34's skips that in threading mode). The functional base counts
+  such a sender as the running test (``notifications_from_threads``).
 * tooz 7 and 8's Redis driver answers ``b''`` as the capabilities of a
   member that joined without any, tooz 9's ``None``: the fake back end's
   scenario always joins with capabilities, as the plugin does.
