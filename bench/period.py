@@ -1036,13 +1036,14 @@ def computes(c: Costs, nodes: int, shards: bool) -> int | None:
 
 
 def sizing_lines(runs: list[PeriodRun]) -> list[str]:
-    if not costs(runs):
+    measured = costs(runs)
+    if not measured:
         return ['no figures: sizing needs a refresh period at some node '
                 'count of the runs reported (none runs above --lean-above; '
                 'add a smaller count, e.g. --nodes 1000,10000, or report '
                 'both runs: --from-json A.json B.json)']
     lines = []
-    for c in costs(runs):
+    for c in measured:
         lines.append(
             '%s (from %d nodes): %.3f ms a listed node, %.1f ms of nova a '
             'managed node (a refresh every 300 s included), largest share '
@@ -1050,7 +1051,7 @@ def sizing_lines(runs: list[PeriodRun]) -> list[str]:
                                  SHARE[c.driver]))
     for nodes in FLEETS:
         parts = []
-        for c in costs(runs):
+        for c in measured:
             modes = [(True, 'divide = shards'), (False, 'divide = nodes')]
             for shards, label in modes if c.driver == OURS else [
                     (False, 'every host lists every node')]:

@@ -58,9 +58,6 @@ def pytest_terminal_summary(terminalreporter: Any, config: Any) -> None:
     # Just before pytest's own summary line: CI pairs the two to know that
     # this tier and mode ran on this nova, and what it counted
     # (.ci/summarize.py).
-    from nova import monkey_patch
-
-    from nova_ironic_multi import compat
     from nova_ironic_multi.tests import run_label
-    terminalreporter.write_line(run_label.MARKER + run_label.label(
-        config.args, monkey_patch.is_patched(), compat.nova_release()))
+    terminalreporter.write_line(
+        run_label.MARKER + run_label.this_run(config.args))

@@ -40,3 +40,11 @@ def label(args: Iterable[str], eventlet: bool, nova: int) -> str:
     tiers = sorted({m.group(1) for a in args for m in TIER.finditer(a)})
     return 'nova%d %s/%s' % (nova, '+'.join(tiers) or 'unknown',
                              'eventlet' if eventlet else 'threading')
+
+
+def this_run(args: Iterable[str]) -> str:
+    """The label of the pytest run in this process (nova imported)."""
+    from nova import monkey_patch
+
+    from nova_ironic_multi import compat
+    return label(args, monkey_patch.is_patched(), compat.nova_release())

@@ -41,14 +41,9 @@ def pytest_sessionfinish(session: Any) -> None:
     output = getattr(session.config, 'workeroutput', None)
     if output is None:          # not a worker
         return
-    from nova import monkey_patch
-
-    from nova_ironic_multi import compat
     from nova_ironic_multi.tests import profiles
     from nova_ironic_multi.tests import run_label
-    output[LABEL] = run_label.label(
-        session.config.args, monkey_patch.is_patched(),
-        compat.nova_release())
+    output[LABEL] = run_label.this_run(session.config.args)
     output[STEPS] = dict(profiles.STEPS)
 
 

@@ -215,13 +215,19 @@ class Env:
         #: ``[ironic_multi]`` membership options in force on every host,
         #: and given to ``nova-ironic-multi`` as an operator would (empty:
         #: the default, servicegroup).
-        self.membership: dict[str, object] = {}
+        self.membership: dict[str, str] = {}
         #: The Redis of tooz membership, once a step started it.
         self.redis: redis_server.RedisServer | None = None
 
     def cli(self, cloud: str, *args: str) -> Any:
         """``openstack`` as ``cloud``: admin, system-admin or demo."""
         return self.dep.openstack(cloud, *args)
+
+    def ring_show(self, divide: str) -> Any:
+        """``nova-ironic-multi ring show`` of g1 with the hosts' options."""
+        return self.dep.nova_ironic_multi(
+            {'partition_key': 'g1', 'peer_list': ALL_PEERS,
+             'divide': divide, **self.membership}, 'ring', 'show')
 
     @property
     def all_nodes(self) -> set[str]:
@@ -1237,9 +1243,7 @@ def fenced_takeover(env: Env, figures: list[str], mode: str, victim: str,
 
         def ring_show() -> None:
             # The operator sees each takeover in ring show.
-            partition = {'partition_key': 'g1', 'peer_list': ALL_PEERS,
-                         'divide': mode, **env.membership}
-            shown = env.dep.nova_ironic_multi(partition, 'ring', 'show')
+            shown = env.ring_show(mode)
             # Its members, read through the hosts' own membership driver:
             # neither the dead victim nor the fenced one.
             assert shown['members'] == sorted(survivors), shown
@@ -1955,16 +1959,15 @@ def test_f3a_every_host_restarted_with_tooz_membership(
     env.redis = redis_server.RedisServer()
     env.membership = {'membership_driver': 'tooz',
                       'tooz_backend_url': env.redis.start(),
-                      'tooz_member_timeout': TOOZ_MEMBER_TIMEOUT,
-                      'tooz_heartbeat_interval': TOOZ_HEARTBEAT}
+                      'tooz_member_timeout': str(TOOZ_MEMBER_TIMEOUT),
+                      'tooz_heartbeat_interval': str(TOOZ_HEARTBEAT)}
     for host in HOSTS:
         env.compute(host).process.signal(signal.SIGTERM)
     marks = {}
     for host in HOSTS:
         compute = env.compute(host)
         assert compute.process.wait(STOP_TIMEOUT) == 0, compute.process.tail()
-        compute.fixed.update(env.membership)
-        compute.write_conf()
+        compute.reconfigure(**env.membership)
         marks[host] = compute.process.log_size()
     for host in HOSTS:
         env.compute(host).start()
@@ -1973,9 +1976,7 @@ def test_f3a_every_host_restarted_with_tooz_membership(
                      marks[host])
         env.periods(host, marks[host])
     env.wait_division(division, 'the shards divided as before, by tooz')
-    shown = env.dep.nova_ironic_multi(
-        {'partition_key': 'g1', 'peer_list': ALL_PEERS, 'divide': 'shards',
-         **env.membership}, 'ring', 'show')
+    shown = env.ring_show('shards')
     assert shown['members'] == list(HOSTS), shown
     assert_one_provider_per_node(env)
     assert_servers_untouched(env)
