@@ -24,6 +24,9 @@ import contextlib
 import socket
 import threading
 
+#: Seconds to reach the target when a client connects.
+CONNECT_TIMEOUT = 10.0
+
 
 class TcpProxy:
     def __init__(self, target: tuple[str, int]) -> None:
@@ -56,6 +59,10 @@ class TcpProxy:
             listener, self._listener = self._listener, None
             sockets, self._open = self._open, set()
         if listener is not None:
+            # shutdown() first: close() alone leaves the socket listening
+            # while the accepting thread is blocked in it.
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
                 listener.close()
         for s in sockets:
@@ -74,10 +81,14 @@ class TcpProxy:
             except OSError:
                 return              # cut
             try:
-                upstream = socket.create_connection(self.target, 10)
+                upstream = socket.create_connection(self.target,
+                                                    CONNECT_TIMEOUT)
             except OSError:
                 client.close()
                 continue
+            # The timeout was for the connect only: a connection a broker
+            # leaves silent for longer (between heartbeats) stays open.
+            upstream.settimeout(None)
             with self._lock:
                 if self._listener is not listener:
                     client.close()
