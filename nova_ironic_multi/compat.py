@@ -35,6 +35,11 @@ without looking at versions:
   looks for the sending test in a greenlet ancestry threads do not have
   (nova 34's skips that in threading mode). The functional base counts
   such a sender as the running test (``notifications_from_threads``).
+* nova 33's functional fixtures keep the API, cell and placement
+  databases each in one in-memory SQLite connection, which threads share
+  and interleave on (nova 34's give each a WAL file and one writer at a
+  time under threads): in threading mode, ``tests/functional/
+  threaded_sqlite.py`` does the same for a nova whose fixtures lack it.
 * tooz 7 and 8's Redis driver answers ``b''`` as the capabilities of a
   member that joined without any, tooz 9's ``None``: the fake back end's
   scenario always joins with capabilities, as the plugin does.

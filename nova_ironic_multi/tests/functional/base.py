@@ -43,6 +43,7 @@ from nova_ironic_multi import ironic
 from nova_ironic_multi import rings
 from nova_ironic_multi import sharding
 from nova_ironic_multi.tests.fixtures import ironic_server
+from nova_ironic_multi.tests.functional import threaded_sqlite
 
 HOSTS = ('host1', 'host2', 'host3')
 
@@ -130,6 +131,7 @@ class IronicCellTestCase(integrated_helpers.ProviderUsageBaseTestCase):
             nodes, max_limit=self.MAX_LIMIT, extra_conf=self.IRONIC_CONF)
         self.ironic.spawn()
         self.flags(api_paste_config=api_paste_ini(), group='wsgi')
+        threaded_sqlite.install(self)
         super().setUp()
         notifications_from_threads(self)
         self.useFixture(self.ironic)
