@@ -72,6 +72,7 @@ from nova_ironic_multi import reload
 from nova_ironic_multi import rings
 from nova_ironic_multi import shard_listing
 from nova_ironic_multi import sharding
+from nova_ironic_multi import unclaimed
 
 LOG = logging.getLogger(__name__)
 
@@ -165,6 +166,7 @@ class Inventory:
         self._abandoned = abandoned.AbandonedDeploys(client)
         self._takeover = fencing.Takeover(conf)
         self._recovery = inflight.Recovery(client)
+        self._unclaimed = unclaimed.UnclaimedBuilds(conf)
         #: This host's instances as of the last period (None: none yet).
         self._known: frozenset[str] | None = None
         #: Nodes last logged as orphans, and as carrying unknown instances.
@@ -331,6 +333,11 @@ class Inventory:
             except Exception:
                 LOG.exception('Recovering instances taken over in flight '
                               'failed; the next period tries again')
+            try:
+                self._unclaimed.sweep(self.host, snapshot.nodes)
+            except Exception:
+                LOG.exception('Looking for builds no compute claimed '
+                              'failed; the next period looks again')
             return snapshot
 
     def _compute(self) -> Snapshot:

@@ -70,6 +70,9 @@ INITIAL = {
     'host3': invariants.HostConfig('g2', ('host3',)),
 }
 EVENTLET = {'host3'}
+#: ``[DEFAULT] instance_build_timeout`` of the computes (seconds): half a
+#: boot's bound (workload.BOUNDS), many times a deploy's few seconds.
+BUILD_TIMEOUT = 150
 
 
 def node_uuid(group: str, i: int) -> str:
@@ -107,6 +110,9 @@ class SoakDeployment(deployment.Deployment):
             'running_deleted_instance_action': 'reap',
             'running_deleted_instance_poll_interval':
                 int(invariants.REAP_INTERVAL),
+            # A build request lost in a fault ends in ERROR with its cause
+            # (nova_ironic_multi.unclaimed), well within a boot's bound.
+            'instance_build_timeout': BUILD_TIMEOUT,
         })
         return sections
 

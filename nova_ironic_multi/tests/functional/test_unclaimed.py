@@ -1,0 +1,107 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""A build request lost on its way to nova-compute (:mod:`unclaimed`).
+
+The scheduler allocated a node; the request to build never reaches a
+compute (here every compute drops it, as one that stopped just as it came,
+or a broker that lost it). With ``[DEFAULT] instance_build_timeout`` set,
+the host that manages the node puts the server in ERROR once that time
+has passed, with a fault that says why, and the user can delete it; with
+nova's default (0) it stays BUILD, as nova leaves it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import fixtures
+from nova.compute import manager as compute_manager
+from nova import objects
+
+from nova_ironic_multi.tests.functional import base
+
+TIMEOUT = 2
+
+
+class UnclaimedBuildTest(base.IronicCellTestCase):
+
+    NODES = 6
+
+    def configure(self) -> None:
+        self.lost: list[str] = []
+
+        def drop(manager: Any, context: Any, instance: Any,
+                 *args: Any, **kwargs: Any) -> None:
+            self.lost.append(instance.uuid)
+
+        self.useFixture(fixtures.MockPatchObject(
+            compute_manager.ComputeManager, 'build_and_run_instance', drop))
+
+    def _lose_a_build(self) -> tuple[dict[str, Any], str]:
+        """Boot; returns the server and the node its allocation is on."""
+        flavor = self.baremetal_flavor()
+        server = self.boot(flavor, wait=None)
+        self._wait_for_server_parameter(
+            server, {'status': 'BUILD', 'OS-EXT-STS:task_state':
+                     'scheduling'})
+        for _ in range(200):
+            if server['id'] in self.lost:
+                break
+            time.sleep(0.05)
+        self.assertIn(server['id'], self.lost)
+        allocations = self._get_allocations_by_server_uuid(server['id'])
+        (node,) = allocations
+        return server, node
+
+    def test_a_lost_build_ends_in_error_with_its_cause(self) -> None:
+        self.flags(instance_build_timeout=TIMEOUT)
+        server, node = self._lose_a_build()
+        owner = [h for h, nodes in self.reported().items() if node in nodes]
+        self.assertEqual(1, len(owner), owner)
+
+        # Before the bound: a build may still be on its way.
+        self._run_periodics()
+        self.assertEqual('BUILD', self.api.get_server(server['id'])['status'])
+
+        time.sleep(TIMEOUT + 1)
+        self._run_periodics()
+        got = self._wait_for_server_parameter(
+            server, {'status': 'ERROR', 'OS-EXT-STS:task_state': None})
+        self.assertIn('Its build never started', got['fault']['message'])
+        self.assertIn('instance_build_timeout (%d s)' % TIMEOUT,
+                      got['fault']['message'])
+        with self.cell() as cctxt:
+            faults = objects.InstanceFaultList.get_by_instance_uuids(
+                cctxt, [server['id']])
+        # Recorded once, by the node's owner.
+        self.assertEqual(owner, [f.host for f in faults])
+        self.assertIsNone(got['OS-EXT-SRV-ATTR:host'])
+        # Ironic never saw the build.
+        self.assertIsNone(self.ironic.client.node.get(
+            node, fields=['instance_uuid']).instance_uuid)
+
+        # The user deletes it; its allocation goes with it.
+        self.api.delete_server(server['id'])
+        self._wait_until_deleted(server)
+        self.assertEqual({}, self._get_allocations_by_server_uuid(
+            server['id']))
+        self.assertEqual(self.NODES, len(self.assert_no_duplicates()))
+
+    def test_without_a_build_timeout_it_stays_as_nova_leaves_it(
+            self) -> None:
+        server, _ = self._lose_a_build()
+        time.sleep(TIMEOUT + 1)
+        self._run_periodics()
+        got = self.api.get_server(server['id'])
+        self.assertEqual(('BUILD', 'scheduling'),
+                         (got['status'], got['OS-EXT-STS:task_state']))
