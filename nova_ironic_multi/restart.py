@@ -38,6 +38,9 @@ import oslo_messaging
 
 LOG = logging.getLogger(__name__)
 
+#: The length of nova's ``instance_faults.message`` column.
+FAULT_MESSAGE_LENGTH = 255
+
 #: Task states of a build, and of a rebuild, under way.
 BUILD_TASKS = frozenset({task_states.SCHEDULING,
                          task_states.BLOCK_DEVICE_MAPPING,
@@ -75,8 +78,10 @@ def record_fault(ctxt: Any, instance_uuid: str, host: str,
     fault = objects.InstanceFault(context=ctxt)
     fault.instance_uuid = instance_uuid
     fault.code = 500
-    fault.message = message
-    fault.details = ''
+    # nova's column holds 255 characters (PostgreSQL refuses more): the
+    # whole text goes to the details.
+    fault.message = message[:FAULT_MESSAGE_LENGTH]
+    fault.details = message if len(message) > FAULT_MESSAGE_LENGTH else ''
     fault.host = host
     fault.create()
 

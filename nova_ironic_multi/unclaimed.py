@@ -58,10 +58,9 @@ BATCH = 20
 
 def fault_message(timeout: int) -> str:
     return ('Its build never started: no nova-compute claimed a node for it '
-            'within [DEFAULT] instance_build_timeout (%d s), so the request '
-            'to build it was lost on the way (nova-compute stopped, or '
-            'RabbitMQ restarted, as it was sent). Delete the server and '
-            'create it again.' % timeout)
+            'within [DEFAULT] instance_build_timeout (%d s). The request was '
+            'lost on the way (its compute stopped, or RabbitMQ restarted). '
+            'Delete the server and create it again.' % timeout)
 
 
 def build_timeout(conf: cfg.ConfigOpts) -> int:

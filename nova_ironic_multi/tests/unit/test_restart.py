@@ -26,6 +26,7 @@ from nova import objects
 
 from nova_ironic_multi import compat
 from nova_ironic_multi import driver
+from nova_ironic_multi import restart
 from nova_ironic_multi.tests.unit import base
 
 
@@ -83,6 +84,23 @@ class RestartFaultTest(base.DriverTestCase):
                 self.driver.process_instances_at_startup(self.ctxt,
                                                          self.instances())
         self.assertIsNone(self.fault(inst.uuid))
+
+    def test_a_long_fault_fits_novas_column(self) -> None:
+        # Regression (chaos soak): nova's instance_faults.message holds 255
+        # characters; PostgreSQL refused a longer one, and the server went
+        # to ERROR with no fault. (SQLite, here, enforces no length.)
+        inst = self.make_instance()
+        text = 'Why: ' + 'x' * 400
+        restart.record_fault(self.ctxt, inst.uuid, self.HOST, text)
+        (fault,) = objects.InstanceFaultList.get_by_instance_uuids(
+            self.ctxt, [inst.uuid])
+        self.assertEqual(text[:255], fault.message)
+        self.assertEqual(text, fault.details)
+        short = self.make_instance()
+        restart.record_fault(self.ctxt, short.uuid, self.HOST, 'Why: y')
+        (fault,) = objects.InstanceFaultList.get_by_instance_uuids(
+            self.ctxt, [short.uuid])
+        self.assertEqual(('Why: y', ''), (fault.message, fault.details))
 
     def test_a_nova_without_the_hook_gets_them_at_init_host(self) -> None:
         inst = self.make_instance(vm_state=vm_states.BUILDING,

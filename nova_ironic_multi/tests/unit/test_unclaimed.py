@@ -29,6 +29,7 @@ from nova.conf import CONF
 from nova import objects
 from oslo_utils import timeutils
 
+from nova_ironic_multi import restart
 from nova_ironic_multi.tests.unit import base
 from nova_ironic_multi import unclaimed
 
@@ -100,6 +101,10 @@ class UnclaimedBuildsTest(base.DriverTestCase):
         self.assertEqual((vm_states.BUILDING, task_states.SPAWNING),
                          self.state(claimed))
         self.assertEqual([], self.faults(elsewhere) + self.faults(claimed))
+
+    def test_its_fault_is_whole_in_novas_column(self) -> None:
+        self.assertLessEqual(len(unclaimed.fault_message(10 ** 9)),
+                             restart.FAULT_MESSAGE_LENGTH)
 
     def test_nova_default_timeout_looks_at_nothing(self) -> None:
         self.flags(instance_build_timeout=0)
