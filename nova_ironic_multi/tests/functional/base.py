@@ -130,6 +130,8 @@ class IronicCellTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         self.ironic = ironic_server.IronicFixture(
             nodes, max_limit=self.MAX_LIMIT, extra_conf=self.IRONIC_CONF)
         self.ironic.spawn()
+        # Not left running if nova's set-up fails before useFixture below.
+        self.addCleanup(self.ironic.discard)
         self.flags(api_paste_config=api_paste_ini(), group='wsgi')
         threaded_sqlite.install(self)
         super().setUp()
