@@ -90,8 +90,9 @@ class UnclaimedBuilds:
                    if i.task_state == task_states.SCHEDULING and
                    timeutils.is_older_than(i.created_at, timeout)]
         ended = []
+        mine = set(managed)
         for instance in overdue[:BATCH]:
-            if self._end(ctxt, host, set(managed), instance, timeout):
+            if self._end(ctxt, host, mine, instance, timeout):
                 ended.append(instance.uuid)
         return ended
 
