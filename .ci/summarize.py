@@ -25,6 +25,14 @@ novaNN tier/mode`` (``nova_ironic_multi/tests/conftest.py``). A run is good
 when that line is followed by a pytest summary with tests passed and none
 failed or in error.
 
+It also prints each tox environment's wall time (tox's closing report:
+set-up and each command) and the whole run's, and fails the run, naming
+the slowest environments, when the whole run took longer than
+``--limit-minutes`` (75 by default: CI's hard limit is 90 minutes, and a
+run that creeps towards it should be seen at 75, not discovered at 90).
+``--elapsed SECONDS`` gives the whole run's time as ``.ci/run`` measured
+it; without it, tox's own total counts.
+
 Prints one line per expected run, a line for each problem (a run with no
 summary, one that ran no test, one that failed), and ends with
 ``N passed, N failed``: the tests of every labelled run, plus one failure for
@@ -42,6 +50,25 @@ import os
 import re
 import shlex
 import sys
+
+#: The whole run's time past which CI fails (its hard limit is 90 minutes).
+LIMIT_MINUTES = 75.0
+#: How many of the slowest environments a slow run names.
+SLOWEST = 3
+#: tox's closing report: "  py3: OK (149.20=setup[34.10]+cmd[115.10]
+#: seconds)" (the parts in brackets from verbosity 2, tox's default).
+TOX_ENV = re.compile(
+    r'^\s*(?P<env>[\w.-]+): (?P<outcome>OK|SKIP|NOT AVAILABLE|'
+    r'(?:IGNORED )?FAIL code -?\d+) \((?P<total>[0-9.]+)'
+    r'(?:=setup\[(?P<setup>[0-9.]+)\](?:\+cmd\[(?P<cmds>[0-9.,]*)\])?)?'
+    r' seconds\)\s*$')
+TOX_TOTAL = re.compile(r'^\s*(?:congratulations :\)|evaluation failed :\()'
+                       r' \((?P<total>[0-9.]+) seconds\)\s*$')
+#: What the parallel launcher prints when a test was lost
+#: (nova_ironic_multi/tests/parallel.py).
+PARALLEL_FAILED = 'nova-ironic-multi parallel: FAILED '
+#: The module that runs one pytest run in several processes.
+PARALLEL = 'nova_ironic_multi.tests.parallel'
 
 #: What nova_ironic_multi/tests/run_label.py prints (a unit test keeps the
 #: two equal; this script runs without the package installed).
@@ -127,8 +154,17 @@ def _setenv(ini: configparser.ConfigParser, env: str) -> dict[str, str]:
 def _is_pytest(words: list[str]) -> bool:
     return any(w == 'pytest' or w.endswith('/pytest') or
                (w == '-m' and i + 1 < len(words) and
-                words[i + 1] == 'pytest')
+                words[i + 1] in ('pytest', PARALLEL))
                for i, w in enumerate(words))
+
+
+def _pytest_words(words: list[str]) -> list[str]:
+    """The words pytest gets: with the parallel launcher, those after --."""
+    for i, w in enumerate(words):
+        if w == '-m' and i + 1 < len(words) and words[i + 1] == PARALLEL:
+            rest = words[i + 2:]
+            return rest[rest.index('--') + 1:] if '--' in rest else rest
+    return words
 
 
 def _test_arguments(words: list[str]) -> list[str]:
@@ -187,7 +223,8 @@ def expected_runs(ini: configparser.ConfigParser, envs: list[str],
                     if not sep:
                         break
                     run_environ[key] = value
-            tiers = sorted({m.group(1) for w in _test_arguments(words)
+            tiers = sorted({m.group(1) for w in
+                            _test_arguments(_pytest_words(words))
                             for m in TIER.finditer(w)})
             if not tiers:
                 raise ToxIniError(
@@ -248,6 +285,61 @@ def read_runs(lines: list[str]) -> tuple[list[Run], int]:
     return runs, unlabelled
 
 
+@dataclasses.dataclass
+class EnvTime:
+    env: str
+    seconds: float
+    setup: float | None = None
+    commands: tuple[float, ...] = ()
+
+
+def read_times(lines: list[str]) -> tuple[list[EnvTime], float | None]:
+    """Each tox environment's time from tox's report, and tox's total."""
+    times: list[EnvTime] = []
+    total = None
+    for raw in lines:
+        line = ANSI.sub('', raw).rstrip()
+        m = TOX_ENV.match(line)
+        if m:
+            cmds = tuple(float(c) for c in (m.group('cmds') or '').split(',')
+                         if c)
+            setup = m.group('setup')
+            times.append(EnvTime(m.group('env'), float(m.group('total')),
+                                 float(setup) if setup else None, cmds))
+            continue
+        m = TOX_TOTAL.match(line)
+        if m:
+            total = float(m.group('total'))
+    return times, total
+
+
+def judge_time(times: list[EnvTime], total: float,
+               limit_minutes: float = LIMIT_MINUTES) -> tuple[
+                   list[str], list[str]]:
+    """(lines of the time table, problems): slow past the limit is one."""
+    report = []
+    for t in times:
+        parts = ''
+        if t.setup is not None:
+            parts = ' (set-up %.0f%s)' % (t.setup, ''.join(
+                ' + %.0f' % c for c in t.commands))
+        report.append('%-14s %7.0f s%s' % (t.env, t.seconds, parts))
+    report.append('%-14s %7.0f s = %.1f min (guard: %g min)' % (
+        'total', total, total / 60, limit_minutes))
+    problems = []
+    if total > limit_minutes * 60:
+        slowest = sorted(times, key=lambda t: -t.seconds)[:SLOWEST]
+        problems.append(
+            'CI took %.1f minutes, over its %g-minute guard (a run past 90 '
+            'minutes does not land at all); the slowest environments: %s. '
+            'Make them faster or move long profiles out of the test '
+            'command (doc/source/contributor.rst, "CI\'s time")' % (
+                total / 60, limit_minutes, ', '.join(
+                    '%s %.0f s' % (t.env, t.seconds) for t in slowest)
+                or 'none reported by tox'))
+    return report, problems
+
+
 def judge(expected: list[str],
           runs: list[Run]) -> tuple[list[str], list[str], int, int]:
     """(lines per run, problems, passed, failed)."""
@@ -284,6 +376,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument('--command', required=True,
                         help="the README's test command, as .ci/run ran it")
     parser.add_argument('--tox-ini', default='tox.ini')
+    parser.add_argument('--elapsed', type=float, default=None,
+                        help='seconds the whole run took (.ci/run); '
+                        "default: tox's own total")
+    parser.add_argument('--limit-minutes', type=float, default=LIMIT_MINUTES,
+                        help='fail when the run took longer (default %g)'
+                        % LIMIT_MINUTES)
     args = parser.parse_args(argv)
     ini = configparser.ConfigParser(interpolation=None)
     try:
@@ -296,11 +394,26 @@ def main(argv: list[str]) -> int:
         print('0 passed, 1 failed')
         return 1
     with open(args.log, errors='replace') as f:
-        runs, unlabelled = read_runs(f.read().splitlines())
+        lines = f.read().splitlines()
+    runs, unlabelled = read_runs(lines)
     report, problems, passed, failed = judge(expected, runs)
+    for line in lines:
+        line = ANSI.sub('', line).strip()
+        if line.startswith(PARALLEL_FAILED):
+            problems.append('parallel run: ' + line[len(PARALLEL_FAILED):])
+    times, tox_total = read_times(lines)
+    total = args.elapsed if args.elapsed is not None else tox_total
+    if total is None:
+        total = sum(t.seconds for t in times)
+    time_report, slow = judge_time(times, total, args.limit_minutes)
+    failed += len(slow)
+    problems += slow
     print('summarize: %d pytest runs expected from %s (%s)' % (
         len(expected), args.tox_ini, ', '.join(expected) or 'none'))
     for line in report:
+        print('  ' + line)
+    print('summarize: wall time by tox environment:')
+    for line in time_report:
         print('  ' + line)
     if unlabelled:
         print('summarize: ignored %d pytest summaries without a run label'

@@ -57,7 +57,12 @@ nova_test.TestCase._clear_attrs = _clear_attrs_keep_test_method
 def pytest_terminal_summary(terminalreporter: Any, config: Any) -> None:
     # Just before pytest's own summary line: CI pairs the two to know that
     # this tier and mode ran on this nova, and what it counted
-    # (.ci/summarize.py).
+    # (.ci/summarize.py). A worker of a parallel run leaves it to the
+    # launcher, which prints it once with the whole run's summary
+    # (nova_ironic_multi/tests/parallel.py).
+    from nova_ironic_multi.tests import claims
     from nova_ironic_multi.tests import run_label
+    if claims.in_worker():
+        return
     terminalreporter.write_line(
         run_label.MARKER + run_label.this_run(config.args))

@@ -209,3 +209,115 @@ def test_a_real_pytest_run_prints_its_label_before_its_summary(
     assert [(r.label, r.passed, r.failed) for r in runs] == [
         ('nova%d unit/threading' % compat.nova_release(), 2, 0)], (
             proc.stdout + proc.stderr)
+
+
+# CI's time -----------------------------------------------------------------
+
+def tox_report(seconds: dict[str, float], total: float) -> str:
+    """tox's closing report, as tox 4 prints it at its default verbosity."""
+    lines = ['  %s: OK (%.2f=setup[30.00]+cmd[%.2f] seconds)' % (
+        env, s, s - 30) for env, s in seconds.items()]
+    lines.append('  congratulations :) (%.2f seconds)' % total)
+    return '\n'.join(lines) + '\n'
+
+
+def judge_timed(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str],
+                seconds: dict[str, float], elapsed: float | None,
+                tox_total: float) -> tuple[int, list[str]]:
+    log = tmp_path / 'ci.log'
+    log.write_text(''.join(run_log(label, GOOD[label]) for label in EXPECTED)
+                   + tox_report(seconds, tox_total))
+    argv = [str(log), '--command', test_readme.ci_test_command(),
+            '--tox-ini', str(source.source_dir() / 'tox.ini')]
+    if elapsed is not None:
+        argv += ['--elapsed', str(elapsed)]
+    rc = summarize().main(argv)
+    return rc, capsys.readouterr().out.splitlines()
+
+
+FAST = {'py3': 160.0, 'functional': 900.0, 'nova33': 420.0,
+        'nova32': 400.0, 'e2e': 650.0}
+
+
+def test_each_environments_time_and_the_total_are_printed(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = judge_timed(tmp_path, capsys, FAST, 2600, sum(FAST.values()))
+    assert rc == 0, out
+    assert '  functional         900 s (set-up 30 + 870)' in out
+    assert '  e2e                650 s (set-up 30 + 620)' in out
+    # The measured whole run, not tox's own total, is what counts.
+    assert '  total             2600 s = 43.3 min (guard: 75 min)' in out
+    assert out[-1] == '%d passed, 0 failed' % TOTAL
+
+
+def test_a_run_over_75_minutes_fails_naming_the_slowest_environments(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    slow = {'py3': 200.0, 'functional': 2100.0, 'nova33': 700.0,
+            'nova32': 650.0, 'e2e': 1000.0}
+    # Every test passed: only the time fails the run.
+    rc, out = judge_timed(tmp_path, capsys, slow, 4700, 4650)
+    assert rc == 1
+    (problem,) = [line for line in out if 'FAILED' in line]
+    assert problem.startswith(
+        'summarize: FAILED CI took 78.3 minutes, over its 75-minute guard')
+    assert ('the slowest environments: functional 2100 s, e2e 1000 s, '
+            'nova33 700 s.' in problem)
+    assert out[-1] == '%d passed, 1 failed' % TOTAL
+
+
+def test_without_the_measured_time_tox_total_is_judged(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = judge_timed(tmp_path, capsys, FAST, None, 4501)
+    assert rc == 1
+    assert any('CI took 75.0 minutes' in line for line in out), out
+    rc, out = judge_timed(tmp_path, capsys, FAST, None, 4499)
+    assert rc == 0, out
+
+
+def test_tox_reports_at_every_verbosity_are_read() -> None:
+    ci = summarize()
+    times, total = ci.read_times([
+        '  py3: OK (42.63 seconds)',
+        '\x1b[32m  functional: OK (1283.20=setup[29.10]+cmd[664.00,'
+        '591.00] seconds)\x1b[0m',
+        '  nova33: FAIL code 1 (498.00=setup[33.00]+cmd[112.00,353.00] '
+        'seconds)',
+        '  evaluation failed :( (1900.50 seconds)'])
+    assert [(t.env, t.seconds, t.setup, t.commands) for t in times] == [
+        ('py3', 42.63, None, ()),
+        ('functional', 1283.2, 29.1, (664.0, 591.0)),
+        ('nova33', 498.0, 33.0, (112.0, 353.0))]
+    assert total == 1900.5
+
+
+def test_a_test_lost_by_a_parallel_run_is_named(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    summaries = dict(GOOD)
+    summaries['nova34 functional/eventlet'] = (
+        'nova-ironic-multi parallel: FAILED test_x.py::T::test_y: run by '
+        'no worker\n======== 1 failed, 73 passed in 300.00s (2 workers) '
+        '========')
+    rc, out = judge(tmp_path, capsys, summaries)
+    assert rc == 1
+    assert ('summarize: FAILED parallel run: test_x.py::T::test_y: run by '
+            'no worker') in out
+    assert ('summarize: FAILED nova34 functional/eventlet: 1 failed or in '
+            'error') in out
+
+
+def test_the_parallel_launcher_counts_as_the_pytest_run_it_makes() -> None:
+    ci = summarize()
+    ini = ci.configparser.ConfigParser(interpolation=None)
+    ini.read_string(
+        '[testenv]\ndeps = -c{toxinidir}/new.txt\ncommands =\n'
+        '    python -m nova_ironic_multi.tests.parallel --by module -- -p '
+        'no:cacheprovider --pyargs nova_ironic_multi.tests.e2e\n'
+        '    env OS_NOVA_DISABLE_EVENTLET_PATCHING=1 python -m '
+        'nova_ironic_multi.tests.parallel -- --pyargs '
+        'nova_ironic_multi.tests.functional\n')
+    assert ci._is_pytest(['python', '-m', ci.PARALLEL, '--', '-x'])
+    assert not ci._is_pytest(['python', '-m', 'bench'])
+    with_pin = pathlib.Path(source.source_dir()) / 'upper-constraints.txt'
+    ini.set('testenv', 'deps', '-c%s' % with_pin)
+    assert ci.expected_runs(ini, ['x']) == [
+        'nova34 e2e/eventlet', 'nova34 functional/threading']
