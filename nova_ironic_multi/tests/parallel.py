@@ -149,7 +149,8 @@ def run(workers: int, by: str, pytest_args: list[str],
         seconds = time.monotonic() - started
         reports = []
         problems = []
-        for i, (proc, log, code) in enumerate(zip(procs, logs, codes)):
+        for i, (proc, log, code) in enumerate(
+                zip(procs, logs, codes, strict=True)):
             log.seek(0)
             out.write('\n---- worker %d of %d (pid %d, exit %d) ----\n'
                       % (i, workers, proc.pid, code))

@@ -130,7 +130,7 @@ def test_tests_of_classes_and_modules_interleaved_between_workers(
     # down once.
     events = collections.Counter((m, t, p) for m, t, p in records
                                  if t.startswith('module-'))
-    for (module, what, pid), n in events.items():
+    for (module, _, pid), n in events.items():
         assert n == 1, events
         assert (module, 'module-set-up', pid) in events
         assert (module, 'module-torn-down', pid) in events
