@@ -116,8 +116,6 @@ BOOT_TIMEOUT = 180
 #: for a loaded machine.
 TAKEOVER_TIMEOUT = deployment.SERVICE_DOWN_TIME + 20 * PERIOD
 SETTLE_TIMEOUT = 150
-#: A compute's whole start (its first period included) on a loaded machine.
-START_WAIT = 120
 STOP_TIMEOUT = 60
 #: What the bounds the operations docs state (a dead host's free nodes
 #: move within the detection time plus one period; a reload applies by
@@ -358,20 +356,6 @@ class Env:
             lambda: (lines if len(lines := self.log_lines(
                 host, pattern, since)) >= count else None),
             timeout, interval=0.25, alive=[self.compute(host).process])
-
-    def started(self, host: str, since: int) -> None:
-        """Until nova-compute on ``host`` finished its start.
-
-        nova's ``Service.start`` runs a first period before it starts its
-        RPC servers: a period in the log does not mean the start is over.
-        Its last step joins the service group (logged at DEBUG, as the
-        computes log here). A SIGTERM before then, on a loaded machine,
-        was seen to hang nova's stop in oslo.messaging until
-        ``graceful_shutdown_timeout`` (exit 1): a step that stops a host
-        it started waits for this first.
-        """
-        self.wait_log(host, r'Join ServiceGroup membership for this '
-                      r'service compute', since, timeout=START_WAIT)
 
     def periods(self, host: str, since: int, count: int = 2) -> None:
         """Until ``host`` ran ``count`` divisions (one per period)."""
@@ -1944,7 +1928,6 @@ def test_f3_nova_shard_option_with_divide_shards_refuses_to_start(
     # the cell database still holds its nodes: wait for the new process's
     # own periods, not for those.
     env.periods('host2', mark)
-    env.started('host2', mark)
     assert env.log_lines('host2', r"'divide': 'shards'", mark)
     env.wait_division(division, 'host2 back with divide = shards')
     # ...and its own periods manage what the cell database says it has.
@@ -1992,7 +1975,6 @@ def test_f3a_every_host_restarted_with_tooz_membership(
         env.wait_log(host, r'Joined tooz group nova-ironic-multi',
                      marks[host])
         env.periods(host, marks[host])
-        env.started(host, marks[host])
     env.wait_division(division, 'the shards divided as before, by tooz')
     shown = env.ring_show('shards')
     assert shown['members'] == list(HOSTS), shown
