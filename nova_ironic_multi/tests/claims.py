@@ -137,7 +137,7 @@ class Claims:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         record = {
-            'worker': self.worker, 'pid': os.getpid(), 'label': self.label,
+            'worker': self.worker, 'label': self.label,
             'collected': self.collected, 'outcomes': self.outcomes,
             'seconds': time.monotonic() - self.started,
         }

@@ -183,8 +183,6 @@ def run(workers: int, by: str, pytest_args: list[str],
             for r in reports))
         for label in labels or ['unknown']:
             out.write(run_label.MARKER + label + '\n')
-        if not reports:
-            outcomes = {}
         line = summary_line(outcomes, seconds, workers)
         if problems and not outcomes:
             line = line.replace('no tests ran', '%d failed' % len(problems))
