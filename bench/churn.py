@@ -22,7 +22,7 @@ before (the ring saw only the free nodes), with the free-node balance
 that two hosts claimed or none did, counted at every step (each would be a
 compute node reported twice, or by nobody).
 
-Usage: ``tox -e bench -- churn [--steps 50]``.
+Usage: ``tox -e bench -- churn [--steps 50] [--sizes 1e3x10,1e4x100]``.
 """
 
 from __future__ import annotations
@@ -137,10 +137,16 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog='bench churn')
     parser.add_argument('--steps', type=int, default=20,
                         help='boots, and as many deletes, per size')
+    parser.add_argument('--sizes', help='nodes x hosts, comma-separated '
+                        '(default 1e3x10,1e4x100)')
     args = parser.parse_args(argv)
+    sizes = SIZES
+    if args.sizes:
+        sizes = [(int(float(n)), int(h)) for n, h in
+                 (s.split('x') for s in args.sizes.split(','))]
     print('Machine: %s' % common.machine())
     rows, verdicts = [], []
-    for n_nodes, n_hosts in SIZES:
+    for n_nodes, n_hosts in sizes:
         for algorithm in ('compatible', 'balanced'):
             for free_only in (True, False):
                 r = run(n_nodes, n_hosts, algorithm, free_only, args.steps)

@@ -398,6 +398,7 @@ def main(argv: list[str]) -> int:
     print('Machine: %s' % common.machine())
     workdir = tempfile.mkdtemp(prefix='nim-bench-fleet-')
     ironic = None
+    nova = None
     periods: list[Period] = []
     try:
         scale.progress('Ironic with %d nodes, %d shards, %d unsharded, in %s'
@@ -411,7 +412,7 @@ def main(argv: list[str]) -> int:
         nova = scale.NovaState(workdir, hosts_named(max(sizes)))
         scale.configure_drivers(ironic.url)
         nim_conf.register_opts(CONF)
-        counter = scale.HttpCounter()
+        counter = scale.HttpCounter(ironic.url)
         counter.keep_listings = True
         bench = scale.Bench(ironic, nova, counter)
         every = list(nova.services)
@@ -424,6 +425,8 @@ def main(argv: list[str]) -> int:
                 for mode in modes if i % 2 == 0 else modes[::-1]:
                     periods.append(fleet_period(mode, hosts, bench, counter))
     finally:
+        if nova is not None:
+            nova.close()
         if ironic is not None:
             ironic.stop()
         if args.keep:

@@ -113,23 +113,19 @@ from nova.db import migration  # noqa: E402
 from nova import objects  # noqa: E402
 from nova import rpc  # noqa: E402
 from nova.scheduler.client import report as report_client  # noqa: E402
-from nova.tests.functional import fixtures as func_fixtures  # noqa: E402
 from nova import thread_pool_factory  # noqa: E402
-from nova import utils as nova_utils  # noqa: E402
 from nova.virt import driver as virt_driver  # noqa: E402
 from oslo_db.sqlalchemy import enginefacade  # noqa: E402
 from oslo_db.sqlalchemy import test_fixtures as db_fixtures  # noqa: E402
 from oslo_messaging import conffixture as messaging_conffixture  # noqa: E402
 from oslo_utils import timeutils  # noqa: E402
 from placement import db_api as placement_db  # noqa: E402
-from placement.db.sqlalchemy import migration as placement_migration  # noqa
-from placement.objects import resource_class as placement_resource_class  # noqa
-from placement.objects import trait as placement_trait  # noqa: E402
 import requests  # noqa: E402
 import sqlalchemy  # noqa: E402
 from sqlalchemy import engine as sa_engine  # noqa: E402
 
 from bench import common  # noqa: E402
+from bench import placement as bench_placement  # noqa: E402
 from nova_ironic_multi.tests.fixtures import backing  # noqa: E402
 
 CONF = scale.CONF
@@ -372,17 +368,6 @@ class Databases:
                 progress('could not drop: %s' % '; '.join(failed))
 
 
-class _Placement(func_fixtures.PlacementFixture):  # type: ignore[misc]
-    """nova's placement fixture on a database made beforehand."""
-
-    def __init__(self, url: str) -> None:
-        super().__init__(db=False)
-        self._url = url
-
-    def _configure_placement(self, conf_fixture: Any) -> None:
-        conf_fixture.config(connection=self._url, group='placement_database')
-
-
 class Cell:
     """nova's database with one compute service, and placement in-process."""
 
@@ -415,38 +400,14 @@ class Cell:
             'host': HOST, 'binary': 'nova-compute', 'topic': 'compute',
             'report_count': 0, 'uuid': str(uuid.uuid4()),
             'version': objects.service.SERVICE_VERSION})
-        # placement's database, made as placement's own fixture makes it
-        # (its models' schema; the standard traits and resource classes
-        # synced when the application loads), on a facade of its own.
-        facade = enginefacade.transaction_context()
-        use(db_fixtures.ReplaceEngineFacadeFixture(
-            placement_db.placement_context_manager, facade))
-        url = databases.make(workdir, 'placement_' + label)
-        facade.configure(connection=url)
-        placement_migration.create_schema(facade.writer.get_engine())
-        placement_trait._TRAITS_SYNCED = False
-        placement_resource_class._RESOURCE_CLASSES_SYNCED = False
-        self.placement = use(_Placement(url))
-        # The fixture answers the report client's get/put/post/delete; the
-        # client's own adapter (openstacksdk, from the catalog) is never
-        # used, so it is the fixture's.
-        use(fixtures.MonkeyPatch(
-            'nova.utils.get_sdk_adapter',
-            self._adapter(nova_utils.get_sdk_adapter)))
+        # placement in this process, on a database of its own.
+        self.placement = use(bench_placement.InProcessPlacement(
+            databases.make(workdir, 'placement_' + label)))
         CONF.set_override('host', HOST)
         CONF.set_override('endpoint_override', ironic_url, group='ironic')
         CONF.set_override('auth_type', 'none', group='ironic')
         self.databases = databases
         self.heartbeat()
-
-    def _adapter(self, real: collections.abc.Callable[..., Any]
-                 ) -> collections.abc.Callable[..., Any]:
-        def get_sdk_adapter(service_type: str, *args: Any,
-                            **kwargs: Any) -> Any:
-            if service_type == 'placement':
-                return self.placement._client
-            return real(service_type, *args, **kwargs)
-        return get_sdk_adapter
 
     def heartbeat(self) -> None:
         service = objects.Service.get_by_compute_host(self.ctxt, HOST)

@@ -28,7 +28,7 @@ comparison only. ``floor`` is the least max/mean any placement could
 reach: the host of the largest shard also gets its share of the nodes
 without a shard.
 
-Usage: ``tox -e bench -- shards``.
+Usage: ``tox -e bench -- shards [--quick]``.
 """
 
 from __future__ import annotations
@@ -176,9 +176,11 @@ def report(results: list[dict[str, Any]]) -> tuple[str, list[str]]:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog='bench shards')
-    parser.parse_args(argv)
+    parser.add_argument('--quick', action='store_true',
+                        help="only the first fleet (issue 20.6's)")
+    args = parser.parse_args(argv)
     print('Machine: %s' % common.machine())
-    results = run(FLEETS)
+    results = run(FLEETS[:1] if args.quick else FLEETS)
     text, verdicts = report(results)
     print('Nodes per host with divide = shards (max/mean: the largest '
           'host over the mean; "before": the placement before issue 20.6):')

@@ -31,18 +31,7 @@ from typing import Any
 
 import pytest
 
-from nova_ironic_multi.tests import source
-
-
-def bench_path(tmp_path: pathlib.Path) -> pathlib.Path:
-    """A directory holding only the checkout's bench package.
-
-    The driver stays the installed one, as nova would load it.
-    """
-    path = tmp_path / 'path'
-    path.mkdir()
-    (path / 'bench').symlink_to(source.source_dir() / 'bench')
-    return path
+from nova_ironic_multi.tests.unit.test_benches import bench_path
 
 
 def run_bench(tmp_path: pathlib.Path, *args: str) -> tuple[str, list[Any]]:
