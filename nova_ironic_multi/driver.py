@@ -51,6 +51,7 @@ from nova_ironic_multi import provision
 from nova_ironic_multi import reload
 from nova_ironic_multi import resources
 from nova_ironic_multi import restart
+from nova_ironic_multi import stale_requests
 from nova_ironic_multi import vifs
 from nova_ironic_multi import volumes
 
@@ -115,6 +116,12 @@ class IronicDriver(virt_driver.ComputeDriver):
         # host nova passes here is the one that counts.
         self._inventory.host = host
         self._starting, self._instances_processed = True, False
+        # Before nova's RPC server starts: requests queued for an instance
+        # that moved while this host was down are dropped, not acted on.
+        manager = stale_requests.manager_of(self.virtapi)
+        if manager is not None:
+            stale_requests.guard(manager, lambda: self._inventory.host)
+            self._inventory.watch_builds(manager)
         # Back after a drain (scale-out): take builds again.
         drain.reenable(host)
         try:

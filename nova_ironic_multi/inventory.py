@@ -46,7 +46,7 @@ import dataclasses
 import threading
 import time
 import types
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from nova import context as nova_context
 from nova import exception as nova_exc
@@ -494,6 +494,13 @@ class Inventory:
                         'were handed over in flight, the next period looks '
                         'again: %s', e)
             self._known = frozenset(mine - new)
+
+    def watch_builds(self, manager: Any) -> None:
+        """Let the unclaimed-build sweep see what ``manager`` holds.
+
+        See :class:`unclaimed.Held`.
+        """
+        self._unclaimed.held.guard(manager)
 
     def handover(self, eligible: Callable[[frozenset[str]], frozenset[str]]
                  ) -> drain.Plan:

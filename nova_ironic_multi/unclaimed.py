@@ -28,15 +28,37 @@ that, whose allocation is on a node it manages now, and puts them in ERROR
 with a fault that says what happened. The compare-and-swap on the states
 leaves alone a build that a compute takes meanwhile. One query a period
 (the servers building with no host), and one placement read per overdue
-server, at most :data:`BATCH`; nothing waits or retries: the next period
-looks again.
+server, at most :data:`BATCH` a period, taken in turn (builds on nodes of
+other hypervisors, which this host never ends, cannot hold the others
+back); nothing waits or retries: the next period looks again.
+
+A build that looks unclaimed may still be held by a compute: nova's
+manager takes the request, then waits for the instance's lock and a build
+slot (``[DEFAULT] max_concurrent_builds``) before it claims a node, and a
+stopped compute's queue keeps the request until it starts. nova's manager
+then builds whatever the instance's state says, even an instance put in
+ERROR meanwhile (its one check is on the task state, which ERROR clears),
+so a swept build would come back to life with a fault saying it never
+started. So, while ``instance_build_timeout`` is set, each host of this
+driver (:class:`Held`):
+
+* does not sweep the builds its own manager holds (received, not yet
+  started);
+* drops a build request for an instance that is no longer building when
+  it arrives, and does not start one that stopped building while it waited
+  (nova's own outcome for a build whose instance changed under it: the
+  build fails, its allocation is removed). An ERROR put by the sweep, or by
+  nova's start (which errors the builds on its nodes it finds unclaimed),
+  stays.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+import threading
 from typing import Any
 
+from nova.compute import build_results
 from nova.compute import task_states
 from nova.compute import vm_states
 from nova import context as nova_context
@@ -49,6 +71,7 @@ import oslo_messaging
 from oslo_utils import timeutils
 
 from nova_ironic_multi import restart
+from nova_ironic_multi import stale_requests
 
 LOG = logging.getLogger(__name__)
 
@@ -68,11 +91,92 @@ def build_timeout(conf: cfg.ConfigOpts) -> int:
     return int(getattr(conf, 'instance_build_timeout', 0) or 0)
 
 
+def _not_building(instance: Any) -> str | None:
+    """The vm_state of ``instance`` if it is no longer building, or None.
+
+    None when building, gone, or when nova cannot say now (the build goes
+    on).
+    """
+    try:
+        current = objects.Instance.get_by_uuid(
+            nova_context.get_admin_context(), instance.uuid,
+            expected_attrs=[])
+    except (exception.NovaException, oslo_messaging.MessagingException):
+        return None
+    if current.vm_state != vm_states.BUILDING:
+        return str(current.vm_state)
+    return None
+
+
+class Held:
+    """The builds this host's nova-compute holds: received, not started."""
+
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        self._conf = conf
+        self._lock = threading.Lock()
+        self._uuids: set[str] = set()
+
+    def __contains__(self, instance_uuid: object) -> bool:
+        with self._lock:
+            return instance_uuid in self._uuids
+
+    def guard(self, manager: Any) -> None:
+        """Watch ``manager``'s builds (before its RPC server starts)."""
+        if getattr(manager, '_nova_ironic_multi_builds_held', False):
+            return
+        manager._nova_ironic_multi_builds_held = True
+        stale_requests.wrap(manager, 'build_and_run_instance',
+                            self._received)
+        stale_requests.wrap(manager, '_do_build_and_run_instance',
+                            self._starting)
+
+    def _received(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        def received(manager: Any, context: Any, *args: Any,
+                     **kwargs: Any) -> Any:
+            instance = stale_requests.instance_of(args, kwargs)
+            if instance is not None and build_timeout(self._conf) > 0:
+                state = _not_building(instance)
+                if state is not None:
+                    LOG.warning('Dropped the build request of instance '
+                                '%(inst)s: it is %(state)s now, no longer '
+                                'building (its build was overdue, see '
+                                '[DEFAULT] instance_build_timeout); delete '
+                                'the server and create it again.',
+                                {'inst': instance.uuid, 'state': state})
+                    return None
+                with self._lock:
+                    self._uuids.add(instance.uuid)
+            return method(context, *args, **kwargs)
+        return received
+
+    def _starting(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        def starting(manager: Any, context: Any, *args: Any,
+                     **kwargs: Any) -> Any:
+            instance = stale_requests.instance_of(args, kwargs)
+            if instance is not None:
+                with self._lock:
+                    held = instance.uuid in self._uuids
+                    self._uuids.discard(instance.uuid)
+                if held or build_timeout(self._conf) > 0:
+                    state = _not_building(instance)
+                    if state is not None:
+                        LOG.warning('Not starting the build of instance '
+                                    '%(inst)s: it is %(state)s now, no '
+                                    'longer building.',
+                                    {'inst': instance.uuid, 'state': state})
+                        return build_results.FAILED
+            return method(context, *args, **kwargs)
+        return starting
+
+
 class UnclaimedBuilds:
     """See the module docstring."""
 
     def __init__(self, conf: cfg.ConfigOpts) -> None:
         self._conf = conf
+        self.held = Held(conf)
+        #: The last overdue build looked at: the next period goes on after.
+        self._cursor = ''
 
     def sweep(self, host: str, managed: Collection[str]) -> list[str]:
         """ERROR the overdue unclaimed builds on ``managed`` nodes.
@@ -86,12 +190,21 @@ class UnclaimedBuilds:
         building = objects.InstanceList.get_by_filters(
             ctxt, {'vm_state': vm_states.BUILDING, 'host': None,
                    'deleted': False}, expected_attrs=[])
-        overdue = [i for i in building
-                   if i.task_state == task_states.SCHEDULING and
-                   timeutils.is_older_than(i.created_at, timeout)]
+        overdue = sorted(
+            (i for i in building
+             if i.task_state == task_states.SCHEDULING and
+             timeutils.is_older_than(i.created_at, timeout) and
+             i.uuid not in self.held),
+            key=lambda i: str(i.uuid))
+        # In turn: the batch after the last one looked at, then around.
+        after = [i for i in overdue if str(i.uuid) > self._cursor]
+        batch = (after + [i for i in overdue
+                          if str(i.uuid) <= self._cursor])[:BATCH]
+        if batch:
+            self._cursor = str(batch[-1].uuid)
         ended = []
         mine = set(managed)
-        for instance in overdue[:BATCH]:
+        for instance in batch:
             if self._end(ctxt, host, mine, instance, timeout):
                 ended.append(instance.uuid)
         return ended

@@ -252,6 +252,98 @@ class FencedTakeoverTest(FencedCase):
                 server['id']))
 
 
+class QueuedRequestsTest(FencedCase):
+    """Requests nova's API queued for host2 while it was down.
+
+    nova's API casts rescue, unrescue and stop to a server's host without
+    asking whether it is up: the casts wait in host2's queue while host2 is
+    fenced, its servers move and their new hosts settle what the API had
+    started. When host2 comes back it reads them; each server must stay as
+    its new host has it: no ERROR, no fault, Ironic's node untouched.
+    """
+
+    def server_view(self, server: dict[str, Any]) -> tuple[Any, ...]:
+        got = self.api.get_server(server['id'])
+        return (got['status'], got['OS-EXT-STS:task_state'],
+                got['OS-EXT-SRV-ATTR:host'], got.get('fault'))
+
+    def test_requests_queued_while_down_leave_moved_servers_alone(
+            self) -> None:
+        test_actions.ActionsTestBase.unbinding_an_unbound_port_is_fine(self)
+        flavor = self.baremetal_flavor()
+        host2, _ = self.host2_nodes()
+        image = test_actions.WHOLE_DISK_IMAGE
+        rescue, unrescue, stop = [
+            self.boot(flavor, host='host2', node=n, imageRef=image['id'])
+            for n in host2[:3]]
+        nodes = {s['id']: s['OS-EXT-SRV-ATTR:hypervisor_hostname']
+                 for s in (rescue, unrescue, stop)}
+        unrescue = self._rescue_server(unrescue)
+
+        compute2 = self.computes['host2']
+        compute2.stop()
+        self.api.post_server_action(rescue['id'], {'rescue': {}})
+        self.api.post_server_action(unrescue['id'], {'unrescue': None})
+        self.api.post_server_action(stop['id'], {'os-stop': None})
+        self.admin_api.put_service_force_down(self.service('host2')['id'],
+                                              True)
+        # The survivors take host2's servers over and settle what nova's
+        # API had started: Ironic never got the rescue (cleared), the
+        # unrescue and the stop are done again.
+        expected = {rescue['id']: 'ACTIVE', unrescue['id']: 'ACTIVE',
+                    stop['id']: 'SHUTOFF'}
+        for _ in range(5):
+            self.period(SURVIVORS)
+            if all(self.server_view(s)[:2] == (expected[s['id']], None)
+                   for s in (rescue, unrescue, stop)):
+                break
+            time.sleep(0.5)
+        settled = {}
+        for server in (rescue, unrescue, stop):
+            new = self.ring_host(nodes[server['id']])
+            self.assertEqual((expected[server['id']], None, new, None),
+                             self.server_view(server))
+            settled[server['id']] = self.server_view(server)
+        # Ironic: every node still deployed with its server (none rescued),
+        # the stopped one powered off. (fake-hardware's deploy leaves the
+        # power as it was: the others' power is whatever it is now.)
+        ironic = {s['id']: self.deployed(nodes[s['id']])
+                  for s in (rescue, unrescue, stop)}
+        for server in (rescue, unrescue, stop):
+            self.assertEqual((server['id'], states.ACTIVE),
+                             ironic[server['id']][:2])
+        self.assertEqual(states.POWER_OFF, ironic[stop['id']][2])
+
+        # host2 comes back, unfenced, and reads the three queued casts.
+        self.admin_api.put_service_force_down(self.service('host2')['id'],
+                                              False)
+        self.computes['host2'] = self.restart_compute_service(
+            compute2, keep_hypervisor_state=False)
+        for _ in range(2):
+            self._run_periodics()
+        for server, method in ((rescue, 'rescue_instance'),
+                               (unrescue, 'unrescue_instance'),
+                               (stop, 'stop_instance')):
+            # As its new host left it: no ERROR, no fault, same host.
+            self.assertEqual(settled[server['id']], self.server_view(server))
+            # Ironic's node as its new host left it.
+            self.assertEqual(ironic[server['id']],
+                             self.deployed(nodes[server['id']]))
+            self.assertIn('Dropped a %s request for instance %s: it is on '
+                          'host %s now' % (method, server['id'],
+                                           settled[server['id']][2]),
+                          self.stdlog.logger.output)
+        # No action event failed: the dropped requests recorded nothing.
+        for server in (rescue, unrescue, stop):
+            events = [e for a in self.admin_api.get_instance_actions(
+                server['id']) for e in self.admin_api.api_get(
+                    '/servers/%s/os-instance-actions/%s'
+                    % (server['id'], a['request_id'])
+                ).body['instanceAction'].get('events', [])]
+            self.assertEqual([], [e for e in events
+                                  if e['result'] == 'Error'], events)
+
+
 class ToozFencedTakeoverTest(FencedCase):
     """The same takeover with ``membership_driver = tooz`` (a real Redis).
 

@@ -12,11 +12,12 @@
 """A build request lost on its way to nova-compute (:mod:`unclaimed`).
 
 The scheduler allocated a node; the request to build never reaches a
-compute (here every compute drops it, as one that stopped just as it came,
-or a broker that lost it). With ``[DEFAULT] instance_build_timeout`` set,
-the host that manages the node puts the server in ERROR once that time
-has passed, with a fault that says why, and the user can delete it; with
-nova's default (0) it stays BUILD, as nova leaves it.
+compute (here the conductor's cast is dropped, as by a broker that lost
+it, or a compute that stopped just as it came). With ``[DEFAULT]
+instance_build_timeout`` set, the host that manages the node puts the
+server in ERROR once that time has passed, with a fault that says why,
+and the user can delete it; with nova's default (0) it stays BUILD, as
+nova leaves it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ import time
 from typing import Any
 
 import fixtures
-from nova.compute import manager as compute_manager
+from nova.compute import rpcapi as compute_rpcapi
+from nova.conf import CONF
 from nova import objects
 
 from nova_ironic_multi.tests.functional import base
@@ -40,12 +42,12 @@ class UnclaimedBuildTest(base.IronicCellTestCase):
     def configure(self) -> None:
         self.lost: list[str] = []
 
-        def drop(manager: Any, context: Any, instance: Any,
+        def drop(api: Any, context: Any, instance: Any,
                  *args: Any, **kwargs: Any) -> None:
             self.lost.append(instance.uuid)
 
         self.useFixture(fixtures.MockPatchObject(
-            compute_manager.ComputeManager, 'build_and_run_instance', drop))
+            compute_rpcapi.ComputeAPI, 'build_and_run_instance', drop))
 
     def _lose_a_build(self) -> tuple[dict[str, Any], str]:
         """Boot; returns the server and the node its allocation is on."""
@@ -108,3 +110,60 @@ class UnclaimedBuildTest(base.IronicCellTestCase):
         got = self.api.get_server(server['id'])
         self.assertEqual(('BUILD', 'scheduling'),
                          (got['status'], got['OS-EXT-STS:task_state']))
+
+
+class HeldBuildTest(base.IronicCellTestCase):
+    """A build a compute holds is not unclaimed, however long it waits.
+
+    With ``max_concurrent_builds = 1``, host1's second build waits behind
+    its first, whose deploy takes Ironic several seconds: longer than the
+    bound. It looks unclaimed (building, no host) the whole time; host1's
+    manager holds it, so host1's sweep leaves it alone, and it builds with
+    no fault once the first is done.
+    """
+
+    # host1 manages at least two of them.
+    NODES = 9
+    #: Seconds each step of Ironic's fake deploy interface sleeps.
+    IRONIC_CONF = '[fake]\ndeploy_delay = 3\n'
+
+    def configure(self) -> None:
+        # Before the computes start: nova sizes their build slots then (in
+        # threading mode one pool for builds and snapshots, the larger of
+        # the two limits).
+        self.flags(max_concurrent_builds=1, max_concurrent_snapshots=1)
+
+    def period(self) -> None:
+        """One resource-tracker period of host1 (the sweep's).
+
+        No other of nova's periodic tasks: its own build bound would error
+        the first build, whose deploy is slow on purpose.
+        """
+        with self.cell() as cctxt:
+            self.computes['host1'].manager.update_available_resource(cctxt)
+
+    def test_a_build_waiting_for_a_build_slot_is_not_swept(self) -> None:
+        self.assertEqual(1, CONF.max_concurrent_builds)
+        self.assertGreaterEqual(len(self.reported()['host1']), 2)
+        self.flags(instance_build_timeout=TIMEOUT)
+        flavor = self.baremetal_flavor()
+        first = self.boot(flavor, host='host1', wait=None)
+        self._wait_for_server_parameter(
+            first, {'OS-EXT-SRV-ATTR:host': 'host1'})
+        waiting = self.boot(flavor, host='host1', wait=None)
+        time.sleep(TIMEOUT + 1)
+        # Still waiting for the slot: building, no host, overdue.
+        got = self.api.get_server(waiting['id'])
+        self.assertEqual(('BUILD', 'scheduling', None),
+                         (got['status'], got['OS-EXT-STS:task_state'],
+                          got['OS-EXT-SRV-ATTR:host']))
+        self.period()
+        got = self.api.get_server(waiting['id'])
+        self.assertEqual('BUILD', got['status'])
+        self.assertNotIn('fault', got)
+        for server in (first, waiting):
+            done = self._wait_for_state_change(server, 'ACTIVE')
+            self.assertNotIn('fault', done)
+            self.assertEqual('host1', done['OS-EXT-SRV-ATTR:host'])
+        self.assertNotIn('Its build never started',
+                         self.stdlog.logger.output)

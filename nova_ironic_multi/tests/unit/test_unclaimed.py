@@ -23,6 +23,7 @@ from typing import Any
 from unittest import mock
 
 import fixtures
+from nova.compute import build_results
 from nova.compute import task_states
 from nova.compute import vm_states
 from nova.conf import CONF
@@ -148,3 +149,111 @@ class UnclaimedBuildsTest(base.DriverTestCase):
             self.assertEqual([lost.uuid],
                              self.sweeper.sweep(self.HOST, {NODE}))
 
+
+    def test_builds_of_other_hypervisors_do_not_starve_the_batch(
+            self) -> None:
+        # More overdue builds on nodes no Ironic host manages than a batch
+        # holds: this host's own lost build is still reached, in turn.
+        others = [self.unclaimed(node='libvirt-%d' % i)
+                  for i in range(unclaimed.BATCH + 5)]
+        lost = self.unclaimed()
+        ended = []
+        with self.later(TIMEOUT + 5):
+            for _ in range(3):
+                ended += self.sweeper.sweep(self.HOST, {NODE})
+        self.assertEqual([lost.uuid], ended)
+        self.assertEqual((vm_states.ERROR, None), self.state(lost))
+        for other in others:
+            self.assertEqual((vm_states.BUILDING, task_states.SCHEDULING),
+                             self.state(other))
+
+
+class HeldBuildsTest(base.DriverTestCase):
+    """What this host's manager holds is never swept; an ERROR sticks."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.flags(instance_build_timeout=TIMEOUT)
+        self.placement = mock.Mock()
+        self.placement.get_allocations_for_consumer.return_value = {
+            NODE: {'resources': {'CUSTOM_BAREMETAL': 1}}}
+        self.useFixture(fixtures.MockPatch(
+            'nova.scheduler.client.report.report_client_singleton',
+            return_value=self.placement))
+        self.sweeper = unclaimed.UnclaimedBuilds(CONF)
+        self.manager = FakeManager()
+        self.sweeper.held.guard(self.manager)
+
+    def later(self, seconds: float) -> Any:
+        now = timeutils.utcnow() + datetime.timedelta(seconds=seconds)
+        return mock.patch.object(timeutils, 'utcnow', return_value=now)
+
+    def building(self) -> objects.Instance:
+        return self.make_instance(host=None, vm_state=vm_states.BUILDING,
+                                  task_state=task_states.SCHEDULING)
+
+    def test_a_build_the_manager_holds_is_not_swept(self) -> None:
+        inst = self.building()
+        # Received; waiting for a build slot.
+        self.manager.build_and_run_instance(self.ctxt, instance=inst)
+        self.assertEqual([inst.uuid], self.manager.received)
+        with self.later(TIMEOUT + 5):
+            self.assertEqual([], self.sweeper.sweep(self.HOST, {NODE}))
+        # It starts: nova's manager builds it.
+        self.assertEqual('built', self.manager._do_build_and_run_instance(
+            self.ctxt, inst))
+        self.assertEqual([inst.uuid], self.manager.started)
+
+    def test_a_build_swept_before_it_came_is_dropped(self) -> None:
+        inst = self.building()
+        with self.later(TIMEOUT + 5):
+            self.assertEqual([inst.uuid],
+                             self.sweeper.sweep(self.HOST, {NODE}))
+        with self.assertLogs('nova_ironic_multi.unclaimed', 'WARNING') as logs:
+            self.assertIsNone(self.manager.build_and_run_instance(
+                self.ctxt, instance=inst))
+        self.assertEqual([], self.manager.received)
+        self.assertIn('Dropped the build request of instance %s: it is '
+                      'error now' % inst.uuid, logs.output[0])
+
+    def test_a_build_that_stopped_building_while_it_waited_fails(
+            self) -> None:
+        # Received before nova's start put it in ERROR (or another host's
+        # sweep did): nova's outcome for a build whose instance changed
+        # under it, not a revival with the fault kept.
+        inst = self.building()
+        self.manager.build_and_run_instance(self.ctxt, instance=inst)
+        other = objects.Instance.get_by_uuid(self.ctxt, inst.uuid)
+        other.vm_state = vm_states.ERROR
+        other.task_state = None
+        other.save()
+        self.assertEqual(build_results.FAILED,
+                         self.manager._do_build_and_run_instance(
+                             self.ctxt, inst))
+        self.assertEqual([], self.manager.started)
+
+    def test_without_a_build_timeout_nothing_is_read(self) -> None:
+        self.flags(instance_build_timeout=0)
+        inst = self.building()
+        with mock.patch.object(objects.Instance, 'get_by_uuid') as read:
+            self.manager.build_and_run_instance(self.ctxt, instance=inst)
+            self.manager._do_build_and_run_instance(self.ctxt, inst)
+        read.assert_not_called()
+        self.assertEqual([inst.uuid], self.manager.started)
+
+
+class FakeManager:
+    """The two methods of nova's compute manager the guard wraps."""
+
+    def __init__(self) -> None:
+        self.received: list[str] = []
+        self.started: list[str] = []
+
+    def build_and_run_instance(self, context: Any, instance: Any,
+                               **kwargs: Any) -> None:
+        self.received.append(instance.uuid)
+
+    def _do_build_and_run_instance(self, context: Any, instance: Any,
+                                   *args: Any, **kwargs: Any) -> str:
+        self.started.append(instance.uuid)
+        return 'built'
