@@ -36,10 +36,16 @@ drain_on_stop = true`` (read when the service stops), stopping nova-compute
    same conductor group or peer list) in the same availability zone. Each
    instance moves with :func:`fencing.move`, the compare-and-swap on the
    task state that the takeover of a fenced host uses: if a peer takes the
-   instance over meanwhile (the host was fenced) or nova's API acts on it
-   first, this host leaves it alone. The peer's next period manages the
-   node (its instance is the peer's now: ownership rule 1) and nova's
-   resource tracker moves the compute node record, same UUID and provider.
+   instance over meanwhile (the host was fenced), this host leaves it
+   alone; if nova's API acts on it first, the move is tried again with the
+   instance as it is now (the action's request waits in this stopping
+   host's queue: nobody else would act on it), until the time runs out.
+   Each destination is checked (up, enabled, not forced down) before the
+   move and again once it holds the instance: a peer that began draining
+   meanwhile hands it on to the next host its ring names. The peer's next
+   period manages the node (its instance is the peer's now: ownership rule
+   1) and nova's resource tracker moves the compute node record, same UUID
+   and provider.
    An instance whose action was cut short (a task state still set) gets
    an instance action :data:`inflight.HANDOVER` first; the peer that finds
    it among its instances recovers it as after a takeover
@@ -68,6 +74,7 @@ import weakref
 from nova import context as nova_context
 from nova import exception
 from nova import objects
+from nova import servicegroup
 from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging
@@ -85,6 +92,10 @@ BINARY = 'nova-compute'
 #: Seconds kept back from the time nova leaves ``cleanup_host``: a move
 #: under way when nova stops waiting could leave its claim behind.
 MARGIN = 2.0
+#: Seconds between two looks at an instance a live peer holds a claim on.
+RETRY = 0.5
+
+
 @dataclasses.dataclass(frozen=True)
 class Plan:
     """What a draining host hands over (:meth:`Inventory.handover`)."""
@@ -194,6 +205,11 @@ class Drain:
         self._begun = False
         #: Lower-cased member -> its host name as nova writes it.
         self._names: dict[str, str] = {}
+        #: The plan the moves follow, re-made when a peer is refused.
+        self._plan: Plan | None = None
+        #: Lower-cased peers found draining or down during the moves.
+        self._refused: set[str] = set()
+        self._servicegroup: Any = None
 
     def begin(self, host: str) -> None:
         """Stop taking new builds (once), if the drain is on."""
@@ -335,11 +351,64 @@ class Drain:
             ctxt, {'uuid': sorted(plan.instances), 'host': host},
             expected_attrs=[]))
 
+    def refusal(self, peer: str) -> str | None:
+        """Why ``peer`` may not take an instance now, or None.
+
+        Checked before each move and again after it: a peer that began
+        draining itself (it disabled its service) or went down since the
+        plan must not be left holding an instance.
+        """
+        ctxt = nova_context.get_admin_context()
+        try:
+            svc = _service(ctxt, peer)
+        except (exception.NovaException,
+                oslo_messaging.MessagingException) as e:
+            return 'its nova-compute service cannot be read (%s)' % e
+        if svc is None:
+            return 'it has no nova-compute service'
+        if svc.disabled:
+            return 'its nova-compute service is disabled (%s)' % (
+                svc.disabled_reason or 'no reason given')
+        if svc.forced_down:
+            return 'its nova-compute service is forced down'
+        if self._servicegroup is None:
+            self._servicegroup = servicegroup.API()
+        if not self._servicegroup.service_is_up(svc):
+            return 'its nova-compute service is down'
+        return None
+
+    def _destination(self, host: str, node: str) -> str | None:
+        """The peer ``node`` goes to, or None.
+
+        The plan's, or a new plan's when the plan's peer was refused since
+        (it is left out of the new ring).
+        """
+        plan = self._plan
+        assert plan is not None
+        lower = plan.destinations.get(node)
+        if lower is not None and lower not in self._refused:
+            return self._names.get(lower)
+        if lower is None or not plan.members - self._refused:
+            return None
+        refused = frozenset(self._refused)
+        try:
+            self._plan = plan = self._handover(
+                lambda m: self.eligible(host, m - refused))
+        except Exception as e:
+            LOG.error('Draining: cannot plan again without %(refused)s: '
+                      '%(err)s', {'refused': ', '.join(sorted(refused)),
+                                  'err': e})
+            return None
+        lower = plan.destinations.get(node)
+        if lower is None or lower in self._refused:
+            return None
+        return self._names.get(lower)
+
     def _move_all(self, host: str, plan: Plan, found: Iterable[Any],
                   deadline: float) -> Result:
         moved: dict[str, str] = {}
         left: set[str] = set()
-        me = frozenset([host.lower()])
+        self._plan, self._refused = plan, set()
         for inst in found:
             node = plan.instances[inst.uuid]
             if inst.node and inst.node != node:
@@ -349,42 +418,83 @@ class Drain:
                                             'rec': inst.node, 'node': node})
                 left.add(inst.uuid)
                 continue
-            dest = self._names.get(plan.destinations.get(node, ''))
+            went = self._hand_over(host, inst, node, deadline)
+            if went is None:
+                left.add(inst.uuid)
+            else:
+                moved[inst.uuid] = went
+        return Result(moved, frozenset(left))
+
+    def _hand_over(self, host: str, inst: Any, node: str,
+                   deadline: float) -> str | None:
+        """Move one instance to a peer; the host it is on then, or None
+        (it stays with this host).
+
+        A move that loses to another writer (nova's API acting on the
+        instance, a peer's claim) is tried again with the instance as it is
+        now, until the deadline. A peer found draining or down once it
+        holds the instance hands it on to the next one the ring names.
+        """
+        source = host
+        recorded: tuple[str | None] | None = None
+        while True:
+            if time.monotonic() >= deadline:
+                return self._not_handed_over(inst, source, host)
+            dest = self._destination(host, node)
             if dest is None:
                 LOG.warning('Draining: no eligible peer for node %(node)s '
                             'of instance %(inst)s',
                             {'inst': inst.uuid, 'node': node})
-                left.add(inst.uuid)
-                continue
-            if time.monotonic() >= deadline:
-                left.add(inst.uuid)
+                return self._not_handed_over(inst, source, host)
+            why = self.refusal(dest)
+            if why is not None:
+                LOG.warning('Draining: %(peer)s takes none of the instances '
+                            'of %(host)s: %(why)s', {'peer': dest,
+                                                      'host': host,
+                                                      'why': why})
+                self._refused.add(dest.lower())
                 continue
             state = inst.task_state
+            held = fencing.parse_claim(state)
+            plain = held[1] if held is not None else state
             recover = (not inst.deleted and
-                       inflight.needs_recovery(inst.vm_state, state))
-            if recover:
-                # Before the move: the new host's first period that finds
-                # the instance also finds the action, and recovers it.
-                self._record(inst.uuid, host)
+                       inflight.needs_recovery(inst.vm_state, plain))
+            if recover and recorded != (plain,):
+                # Before the move, and again if nova's API acted since:
+                # the new host recovers the instance under the last action.
+                self._record(inst.uuid, source)
+                recorded = (plain,)
             try:
-                if not fencing.move(inst, host, me, plan.members, to=dest):
-                    continue
+                done = fencing.move(inst, host,
+                                    frozenset([source.lower()]),
+                                    self._plan.members if self._plan
+                                    else frozenset(), to=dest)
             except exception.InstanceUpdateConflict as e:
-                # nova's API or a peer came first: not this host's to move.
-                LOG.info('Draining: instance %(inst)s on node %(node)s was '
-                         'not handed over: another writer came first '
-                         '(%(err)s)', {'inst': inst.uuid, 'node': node,
-                                       'err': e})
-                continue
+                LOG.info('Draining: instance %(inst)s changed while it was '
+                         'handed over (%(err)s): trying again',
+                         {'inst': inst.uuid, 'err': e})
+                done = False
             except (exception.NovaException,
                     oslo_messaging.MessagingException) as e:
                 LOG.error('Draining: handing instance %(inst)s on node '
                           '%(node)s over to %(dest)s failed: %(err)s',
                           {'inst': inst.uuid, 'node': node, 'dest': dest,
                            'err': e})
-                left.add(inst.uuid)
+                return self._not_handed_over(inst, source, host)
+            if not done:
+                current = self._reread(inst)
+                if current is None:
+                    return self._not_handed_over(inst, source, host)
+                inst = current
+                if (inst.host or '').lower() != source.lower():
+                    LOG.info('Draining: instance %(inst)s was moved to '
+                             '%(other)s by another host meanwhile',
+                             {'inst': inst.uuid, 'other': inst.host})
+                    return str(inst.host)
+                if fencing.parse_claim(inst.task_state) is not None:
+                    # A live peer's claim is being finished: look again.
+                    time.sleep(RETRY)
                 continue
-            moved[inst.uuid] = dest
             LOG.info('Draining: handed Ironic node %(node)s with %(kind)s '
                      '%(inst)s over to %(dest)s, which the ring names for '
                      'it without this host (%(host)s).%(state)s',
@@ -394,9 +504,50 @@ class Drain:
                                else 'instance'),
                       'state': (' It was %s/%s when the operations under '
                                 'way were waited for: its new host '
-                                'recovers it.' % (inst.vm_state, state)
+                                'recovers it.' % (inst.vm_state, plain)
                                 if recover else '')})
-        return Result(moved, frozenset(left))
+            # The window between the check and the move: a peer that began
+            # draining meanwhile may have read its instances before this
+            # one arrived. Checked again now that it holds it.
+            why = self.refusal(dest)
+            if why is None:
+                return dest
+            LOG.warning('Draining: %(peer)s, which now holds instance '
+                        '%(inst)s, cannot keep it: %(why)s; handing it on',
+                        {'peer': dest, 'inst': inst.uuid, 'why': why})
+            self._refused.add(dest.lower())
+            source = dest
+
+    @staticmethod
+    def _not_handed_over(inst: Any, source: str, host: str) -> str | None:
+        """None (it stays with this host), or the peer that holds it.
+
+        A peer that holds it but cannot keep it is named at ERROR, with
+        what to do.
+        """
+        if source == host:
+            return None
+        LOG.error('Draining: instance %(inst)s is on %(peer)s, which cannot '
+                  'keep it, and could not be handed on. Fence %(peer)s '
+                  '("openstack compute service set --down %(peer)s '
+                  'nova-compute") so that its peers take it over, or start '
+                  'it again.', {'inst': inst.uuid, 'peer': source})
+        return source
+
+    @staticmethod
+    def _reread(inst: Any) -> Any | None:
+        """The instance as nova has it now, or None (gone, or unreadable)."""
+        ctxt = nova_context.get_admin_context(read_deleted='yes')
+        try:
+            return objects.Instance.get_by_uuid(ctxt, inst.uuid,
+                                                expected_attrs=[])
+        except exception.InstanceNotFound:
+            return None
+        except (exception.NovaException,
+                oslo_messaging.MessagingException) as e:
+            LOG.error('Draining: cannot read instance %(inst)s again: '
+                      '%(err)s', {'inst': inst.uuid, 'err': e})
+            return None
 
 
 # SIGTERM -------------------------------------------------------------------

@@ -33,8 +33,15 @@ the compared value, then the move itself:
    ``task_state: CLAIM -> T`` in one write; otherwise only the task state
    is given back (another peer moved it first). The loser does nothing.
 
-A claim left behind (this host died between the two writes) is finished by
-its own host, or by any live peer once its claimer is no longer a member.
+A claim left behind (this host died between the two writes, or the second
+write failed) is finished by its own host, or by any live peer once its
+claimer is no longer a member or the claim is older than
+:data:`CLAIM_BOUND` (the two writes follow each other at once: a claim that
+old is nobody's move any more). A host also gives back, at its start and
+every :data:`RELEASE_EVERY` periods, the claims left on its own instances
+that nobody is finishing (:func:`release_claims`), so that a drain or move
+cut off between its writes never leaves a server that nova's API refuses
+to act on.
 The compute node row follows by itself: the node is now in this host's
 division, and nova's resource tracker moves an existing row (same id, UUID
 and resource provider) to the host that reports its node.
@@ -62,6 +69,7 @@ from nova import objects
 from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging
+from oslo_utils import timeutils
 
 from nova_ironic_multi import inflight
 from nova_ironic_multi import ownership
@@ -74,6 +82,11 @@ FENCED = 'fenced'
 #: The task state of an instance a host is taking over.
 CLAIM_PREFIX = 'nim-takeover:'
 BINARY = 'nova-compute'
+#: Seconds after which a claim is nobody's move (its two writes follow each
+#: other within a second).
+CLAIM_BOUND = 120
+#: Periods between two looks at the claims left on this host's instances.
+RELEASE_EVERY = 10
 #: The instance action of a takeover, and its event's prefix.
 ACTION = inflight.ACTION
 EVENT_PREFIX = inflight.TAKEOVER_EVENT
@@ -109,6 +122,62 @@ def parse_claim(task_state: str | None) -> tuple[str, str | None] | None:
         return None
     claimer, _, original = task_state[len(CLAIM_PREFIX):].partition('|')
     return claimer, original or None
+
+
+def abandoned(instance: Any) -> bool:
+    """Whether the claim ``instance`` holds is older than the bound.
+
+    The claim's write is the instance's last: its ``updated_at``.
+    """
+    changed = instance.updated_at or instance.created_at
+    return changed is None or timeutils.is_older_than(changed, CLAIM_BOUND)
+
+
+def release_claims(host: str) -> list[str]:
+    """Give back the claims left on ``host``'s instances; their UUIDs.
+
+    A claim of this host (its previous life: it died or failed between a
+    move's two writes), or of anyone, older than :data:`CLAIM_BOUND`, is
+    nobody's move: the task state the claim holds is put back, and the
+    instance stays where it is (a fenced host's is taken over again by the
+    takeover; a drained host's waits for the host, as the drain's log
+    said). A young claim of another host is that host's move under way.
+
+    Never retried: what fails is left for the next look.
+
+    :raises nova.exception.NovaException:
+    :raises oslo_messaging.MessagingException:
+    """
+    ctxt = nova_context.get_admin_context()
+    found = objects.InstanceList.get_by_host(ctxt, host, expected_attrs=[])
+    released = []
+    for inst in found:
+        held = parse_claim(inst.task_state)
+        if held is None:
+            continue
+        claimer, original = held
+        if claimer.lower() != host.lower() and not abandoned(inst):
+            continue
+        claim = inst.task_state
+        inst.task_state = original
+        try:
+            inst.save(expected_task_state=[claim])
+        except exception.InstanceUpdateConflict:
+            continue        # its claimer finished it meanwhile
+        except (exception.NovaException,
+                oslo_messaging.MessagingException) as e:
+            LOG.warning('Cannot give back the claim %(claim)s left on '
+                        'instance %(inst)s; looked at again later: %(err)s',
+                        {'claim': claim, 'inst': inst.uuid, 'err': e})
+            continue
+        released.append(inst.uuid)
+        LOG.warning('Gave back the claim %(claim)s left on instance '
+                    '%(inst)s of this host (%(host)s): a move by %(by)s was '
+                    'cut off between its two writes. Its task state is %(t)s '
+                    'again and it stays on this host.',
+                    {'claim': claim, 'inst': inst.uuid, 'host': host,
+                     'by': claimer, 't': original})
+    return released
 
 
 class MovedAway(exception.UnexpectedTaskStateError):
@@ -207,7 +276,8 @@ def move(instance: Any, host: str, fenced: Collection[str],
         original = state
     else:
         claimer, original = held
-        if claimer.lower() != host.lower() and claimer.lower() in members:
+        if (claimer.lower() != host.lower() and claimer.lower() in members
+                and not abandoned(instance)):
             # A live peer is moving it right now.
             return False
     claim = claim_state(host, original)

@@ -338,6 +338,14 @@ class Inventory:
             except Exception:
                 LOG.exception('Looking for builds no compute claimed '
                               'failed; the next period looks again')
+            # The first refresh (the start), then every few.
+            if (self._refreshes - 1) % fencing.RELEASE_EVERY == 0:
+                try:
+                    fencing.release_claims(self.host)
+                except Exception:
+                    LOG.exception('Looking for claims left on the '
+                                  "instances of this host failed; looked "
+                                  'at again later')
             return snapshot
 
     def _compute(self) -> Snapshot:

@@ -29,6 +29,7 @@ from oslo_service import _options as service_options
 from nova_ironic_multi import compat
 from nova_ironic_multi import drain
 from nova_ironic_multi import fencing
+from nova_ironic_multi import inflight
 from nova_ironic_multi import orphans
 from nova_ironic_multi import rings
 from nova_ironic_multi import sharding
@@ -230,7 +231,12 @@ class DrainTest(base.DriverTestCase):
         self.assertEqual({'host2'}, {self.instance(u).host
                                      for u, _ in placed})
 
-    def test_an_api_action_first_leaves_the_instance_alone(self) -> None:
+    def test_an_api_action_first_is_handed_over_with_it(self) -> None:
+        # nova's API deletes the server after host3 read its instances:
+        # the claim loses to that write. The cast went to host3, which
+        # stops, so the instance must not stay there: it is tried again,
+        # as it is now, and handed over in flight for its new host to
+        # finish the delete.
         uuid, node = self.deployed('host3')
         real = drain.Drain._instances
 
@@ -242,11 +248,66 @@ class DrainTest(base.DriverTestCase):
             return found
 
         with mock.patch.object(drain.Drain, '_instances',
-                               staticmethod(then_api_acts)):
+                               staticmethod(then_api_acts)), \
+                self.assertLogs('nova_ironic_multi.drain', 'INFO') as logs:
             self.drivers['host3'].cleanup_host('host3')
         inst = self.instance(uuid)
-        self.assertEqual(('host3', task_states.DELETING),
+        self.assertEqual((self.ring_host(node), task_states.DELETING),
                          (inst.host, inst.task_state))
+        self.assertIn('changed while it was handed over',
+                      '\n'.join(logs.output))
+        # The new host finds the hand-over as the last action: it recovers
+        # the delete under it.
+        self.assertEqual({uuid: mock.ANY}, inflight.handed_over(
+            self.ctxt, inst.host, [uuid]))
+
+    def test_a_peer_that_began_draining_before_the_move_gets_nothing(
+            self) -> None:
+        # Planned for host2; host2 disables itself (its own drain) before
+        # host3 moves it: it goes to host1, the ring's host without host2.
+        uuid, node = next((u, n) for u, n in (self.deployed('host3')
+                                              for _ in range(6))
+                          if self.ring_host(n) == 'host2')
+        real = drain.Drain._instances
+
+        def then_host2_drains(host: str, plan: drain.Plan) -> list:
+            found = real(host, plan)
+            drain.disable('host2')
+            return found
+
+        with mock.patch.object(drain.Drain, '_instances',
+                               staticmethod(then_host2_drains)):
+            self.drivers['host3'].cleanup_host('host3')
+        self.assertEqual(('host1', None), (self.instance(uuid).host,
+                                           self.instance(uuid).task_state))
+
+    def test_a_peer_that_began_draining_during_the_move_hands_it_on(
+            self) -> None:
+        # host2 passed the check, then disabled itself and read its own
+        # instances before this one arrived: host3 sees it once host2
+        # holds the instance, and hands it on to host1.
+        uuid, node = next((u, n) for u, n in (self.deployed('host3')
+                                              for _ in range(6))
+                          if self.ring_host(n) == 'host2')
+        real = fencing.move
+        calls = []
+
+        def move(inst: objects.Instance, host: str, *args: object,
+                 **kwargs: object) -> bool:
+            done = real(inst, host, *args, **kwargs)  # type: ignore
+            calls.append((inst.uuid, kwargs.get('to')))
+            if inst.uuid == uuid and kwargs.get('to') == 'host2':
+                drain.disable('host2')
+            return done
+
+        with mock.patch.object(fencing, 'move', move), \
+                self.assertLogs('nova_ironic_multi.drain', 'WARNING') as logs:
+            self.drivers['host3'].cleanup_host('host3')
+        self.assertEqual([(uuid, 'host2'), (uuid, 'host1')],
+                         [c for c in calls if c[0] == uuid])
+        self.assertEqual(('host1', None), (self.instance(uuid).host,
+                                           self.instance(uuid).task_state))
+        self.assertIn('handing it on', '\n'.join(logs.output))
 
     def test_a_peer_taking_over_first_wins(self) -> None:
         # host3 fenced meanwhile, and host1 took the instance over after

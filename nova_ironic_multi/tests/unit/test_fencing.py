@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import datetime
+from typing import Any
 from unittest import mock
 import uuid as uuidlib
 
@@ -22,6 +23,7 @@ from nova.compute import task_states
 from nova import context as nova_context
 from nova import exception
 from nova import objects
+import oslo_messaging
 from oslo_utils import timeutils
 
 from nova_ironic_multi import fencing
@@ -464,6 +466,72 @@ class ClaimTest(base.DriverTestCase):
         self.assertRaises(exception.InstanceUpdateConflict, fencing.move,
                           seen, 'host1', self.FENCED, self.MEMBERS)
         self.assertEqual('host2', self.read().host)
+
+
+    def cut_off(self, claimer: str, to: str | None = None) -> None:
+        """A move by ``claimer`` whose second write never lands."""
+        real = objects.Instance.save
+        calls = []
+
+        def save(inst: objects.Instance, *args: Any, **kwargs: Any) -> None:
+            calls.append(inst.task_state)
+            if len(calls) == 2:
+                raise oslo_messaging.MessagingTimeout('conductor')
+            real(inst, *args, **kwargs)
+
+        with mock.patch.object(objects.Instance, 'save', save):
+            self.assertRaises(oslo_messaging.MessagingTimeout, fencing.move,
+                              self.read(), claimer, self.FENCED,
+                              self.MEMBERS, to=to)
+        self.assertEqual(('host2', fencing.claim_state(claimer, None)),
+                         (self.read().host, self.read().task_state))
+
+    def later(self, seconds: float) -> Any:
+        now = timeutils.utcnow() + datetime.timedelta(seconds=seconds)
+        return mock.patch.object(timeutils, 'utcnow', return_value=now)
+
+    def test_a_live_claimers_abandoned_claim_is_finished_by_a_peer(
+            self) -> None:
+        # Regression: host1's second write was cut off and host1 lives on;
+        # the claim stayed, and nova's API refused every action but delete.
+        self.cut_off('host1')
+        # Young: host1's move may be under way.
+        self.assertFalse(fencing.move(self.read(), 'host3', self.FENCED,
+                                      self.MEMBERS))
+        with self.later(fencing.CLAIM_BOUND + 1):
+            self.assertTrue(fencing.move(self.read(), 'host3', self.FENCED,
+                                         self.MEMBERS))
+        self.assertEqual(('host3', None),
+                         (self.read().host, self.read().task_state))
+
+    def test_a_claim_left_on_a_hosts_own_instance_is_given_back(
+            self) -> None:
+        # A drain (host2 hands its own instance to host1) cut off between
+        # its writes: nobody takes a drained host's instances over, so the
+        # claim would stay for ever. host2's next start gives it back.
+        self.cut_off('host2', to='host1')
+        with self.assertLogs('nova_ironic_multi.fencing', 'WARNING') as logs:
+            self.assertEqual([self.uuid], fencing.release_claims('host2'))
+        self.assertEqual(('host2', None),
+                         (self.read().host, self.read().task_state))
+        self.assertIn('a move by host2 was cut off', logs.output[0])
+
+    def test_a_peers_young_claim_is_its_move_under_way(self) -> None:
+        self.cut_off('host1')
+        self.assertEqual([], fencing.release_claims('host2'))
+        with self.later(fencing.CLAIM_BOUND + 1):
+            self.assertEqual([self.uuid], fencing.release_claims('host2'))
+        self.assertIsNone(self.read().task_state)
+
+    def test_every_few_periods_a_host_gives_back_its_claims(self) -> None:
+        inst = self.make_instance(host=self.HOST)
+        inst.task_state = fencing.claim_state(self.HOST,
+                                              task_states.REBOOTING)
+        inst.save()
+        for _ in range(fencing.RELEASE_EVERY):
+            self.driver.get_available_nodes()
+        got = objects.Instance.get_by_uuid(self.ctxt, inst.uuid)
+        self.assertEqual(task_states.REBOOTING, got.task_state)
 
 
 class ShardFencedTakeoverTest(base.DriverTestCase):
