@@ -26,12 +26,24 @@ that read the same task state would both succeed: the second write does
 not change it). So the move is a claim on the task state, which changes
 the compared value, then the move itself:
 
-1. ``task_state: T -> CLAIM`` where CLAIM names this host and holds ``T``;
+1. a fresh read of the instance: if its host is no longer the fenced one
+   (a peer moved it since the period's listing), nothing is written; if
+   its task state changed since, the move loses as a claim would;
+2. ``task_state: T -> CLAIM`` where CLAIM names this host and holds ``T``;
    at most one peer can succeed, and nova's API refuses actions meanwhile;
-2. with the claim held, the instance as saved says where it is: if its host
+3. with the claim held, the instance as saved says where it is: if its host
    is still the fenced one, ``host: FENCED -> this host`` and
    ``task_state: CLAIM -> T`` in one write; otherwise only the task state
    is given back (another peer moved it first). The loser does nothing.
+
+The compared value ``T`` recurs: a peer's move ends with the task state it
+found. A claim compared with a read from before that move would succeed,
+which is why step 1 reads again: a stale read never writes. (nova-compute
+cannot compare anything that never recurs, such as the host: its
+conductor's ``Instance.save`` compares the task and VM states only. What
+is left is a peer's whole move, two conductor calls, falling between
+another's fresh read and its claim, one call apart; step 3 then gives the
+claim back and the instance keeps its new host.)
 
 A claim left behind (this host died between the two writes, or the second
 write failed) is finished by its own host, or by any live peer once its
@@ -270,7 +282,20 @@ def move(instance: Any, host: str, fenced: Collection[str],
     :raises nova.exception.InstanceUpdateConflict: another writer (a peer,
         nova's API) changed the task state first: this host lost.
     """
+    # The read may be a period old: a peer may have moved the instance
+    # since and put its task state back, so that a claim compared with the
+    # old task state would still succeed. A fresh read first: an instance
+    # no longer on a host it may be moved from is left untouched, and one
+    # whose task state changed since the caller's read is the caller's to
+    # look at again (as if its claim had lost).
     state = instance.task_state
+    instance.refresh()
+    if (instance.host or '').lower() not in fenced:
+        return False
+    if instance.task_state != state:
+        raise exception.InstanceUpdateConflict(
+            instance_uuid=instance.uuid, expected=state,
+            actual=instance.task_state)
     held = parse_claim(state)
     if held is None:
         original = state
@@ -285,7 +310,10 @@ def move(instance: Any, host: str, fenced: Collection[str],
         instance.task_state = claim
         instance.save(expected_task_state=[state])
     # The claim is held: nobody else writes the task state, and the saved
-    # instance shows the host as it is now.
+    # instance shows the host as it is now. (Only if a peer's whole move
+    # fell between the fresh read and the claim, one conductor call apart,
+    # does the host differ here: the claim is given back below and nothing
+    # else changes.)
     moved = (instance.host or '').lower() in fenced
     if moved:
         instance.host = to or host

@@ -27,13 +27,17 @@ host is recovered by its new host the same way, from the driver's side:
 * rebooting: done again if the node is not running (or the reboot was
   only pending), else the task state is cleared;
 * powering off / on: the stop / start is done again;
+* soft deleting, or restoring a soft-deleted instance: the soft delete or
+  the restore is done again (nova's own restart leaves these task states
+  set, and a server then refuses every action but delete; clearing them
+  would drop the user's request without a word);
 * rescuing / unrescuing (nova leaves these): settled by Ironic's state:
   rescued, ERROR with a fault (rescue failed), or the task state cleared;
   an unrescue Ironic never got is done again;
 * snapshotting, resize preparation and what this driver never does: the
   task state is cleared;
-* ERROR (but deleting) and soft-deleted instances: left alone, as nova
-  does.
+* ERROR (but deleting) and soft-deleted instances (but restoring): left
+  alone, as nova does.
 
 An action "done again" is nova's own: a cast of it to this host's
 nova-compute, under the request of the takeover's instance action, so it
@@ -122,6 +126,9 @@ class Step(enum.Enum):
     STOP = 'stop'
     START = 'start'
     UNRESCUE = 'unrescue'
+    #: nova's soft delete / restore, done again.
+    SOFT_DELETE = 'soft delete'
+    RESTORE = 'restore'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,6 +194,9 @@ def decide(vm_state: str | None, task_state: str | None,
     :param node: the instance's node, fresh from Ironic, if it holds the
         instance (None: no node does).
     """
+    if (vm_state == vm_states.SOFT_DELETED and
+            task_state == task_states.RESTORING):
+        return Decision(Step.RESTORE, 'its restore was not finished')
     if vm_state == vm_states.SOFT_DELETED or (
             vm_state == vm_states.ERROR and
             task_state != task_states.DELETING):
@@ -230,6 +240,8 @@ def decide(vm_state: str | None, task_state: str | None,
         return Decision(Step.STOP, 'its stop was not finished')
     if task_state == task_states.POWERING_ON:
         return Decision(Step.START, 'its start was not finished')
+    if task_state == task_states.SOFT_DELETING:
+        return Decision(Step.SOFT_DELETE, 'its soft delete was not finished')
     return Decision(Step.CLEAR, 'this driver never does %s' % task_state)
 
 
@@ -438,3 +450,7 @@ class Recovery:
             self._compute_rpc().start_instance(ctxt, instance)
         elif step is Step.UNRESCUE:
             self._compute_rpc().unrescue_instance(ctxt, instance)
+        elif step is Step.SOFT_DELETE:
+            self._compute_rpc().soft_delete_instance(ctxt, instance)
+        elif step is Step.RESTORE:
+            self._compute_rpc().restore_instance(ctxt, instance)

@@ -343,6 +343,71 @@ class QueuedRequestsTest(FencedCase):
             self.assertEqual([], [e for e in events
                                   if e['result'] == 'Error'], events)
 
+    def test_a_soft_delete_or_restore_in_flight_is_done_by_the_new_host(
+            self) -> None:
+        # Regression: the recovery cleared a soft delete's task state (the
+        # server stayed ACTIVE: the user's delete was dropped) and left a
+        # restore's set (every action but delete refused for ever).
+        self.flags(reclaim_instance_interval=3600)
+        flavor = self.baremetal_flavor()
+        host2, _ = self.host2_nodes()
+        image = test_actions.WHOLE_DISK_IMAGE
+        deleted, restored = [
+            self.boot(flavor, host='host2', node=n, imageRef=image['id'])
+            for n in host2[:2]]
+        nodes = {s['id']: s['OS-EXT-SRV-ATTR:hypervisor_hostname']
+                 for s in (deleted, restored)}
+        self.api.delete_server(restored['id'])
+        self._wait_for_state_change(restored, 'SOFT_DELETED')
+
+        compute2 = self.computes['host2']
+        compute2.stop()
+        # host2's last report is recent: nova's API takes it for up and
+        # casts the soft delete to it; a restore is cast without asking.
+        self.api.delete_server(deleted['id'])
+        self.api.post_server_action(restored['id'], {'restore': None})
+        self.assertEqual(('ACTIVE', 'soft-deleting'),
+                         self.server_view(deleted)[:2])
+        self.assertEqual(('SOFT_DELETED', 'restoring'),
+                         self.server_view(restored)[:2])
+        self.admin_api.put_service_force_down(self.service('host2')['id'],
+                                              True)
+        expected = {deleted['id']: 'SOFT_DELETED', restored['id']: 'ACTIVE'}
+        for _ in range(5):
+            self.period(SURVIVORS)
+            if all(self.server_view(s)[:2] == (expected[s['id']], None)
+                   for s in (deleted, restored)):
+                break
+            time.sleep(0.5)
+        settled = {}
+        for server in (deleted, restored):
+            new = self.ring_host(nodes[server['id']])
+            self.assertEqual((expected[server['id']], None, new, None),
+                             self.server_view(server))
+            settled[server['id']] = self.server_view(server)
+        # Ironic: both still deployed with their servers; the soft-deleted
+        # one powered off, the restored one on.
+        self.assertEqual((deleted['id'], states.ACTIVE, states.POWER_OFF),
+                         self.deployed(nodes[deleted['id']]))
+        self.assertEqual((restored['id'], states.ACTIVE, states.POWER_ON),
+                         self.deployed(nodes[restored['id']]))
+
+        # host2 comes back and reads the two queued casts: dropped.
+        self.admin_api.put_service_force_down(self.service('host2')['id'],
+                                              False)
+        self.computes['host2'] = self.restart_compute_service(
+            compute2, keep_hypervisor_state=False)
+        for _ in range(2):
+            self._run_periodics()
+        for server, method in ((deleted, 'soft_delete_instance'),
+                               (restored, 'restore_instance')):
+            self.assertEqual(settled[server['id']], self.server_view(server))
+            self.assertIn('Dropped a %s request for instance %s'
+                          % (method, server['id']),
+                          self.stdlog.logger.output)
+        self.assertEqual(states.POWER_ON,
+                         self.deployed(nodes[restored['id']])[2])
+
 
 class ToozFencedTakeoverTest(FencedCase):
     """The same takeover with ``membership_driver = tooz`` (a real Redis).

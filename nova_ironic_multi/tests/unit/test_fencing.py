@@ -27,6 +27,7 @@ import oslo_messaging
 from oslo_utils import timeutils
 
 from nova_ironic_multi import fencing
+from nova_ironic_multi import inflight
 from nova_ironic_multi import rings
 from nova_ironic_multi import sharding
 from nova_ironic_multi import states
@@ -254,6 +255,10 @@ class FencedTakeoverTest(FencedCase):
                                      task_state=task_states.POWERING_ON)
         rebooting, n4 = self.deployed('host2',
                                       task_state=task_states.REBOOTING)
+        soft_deleting, n5 = self.deployed(
+            'host2', task_state=task_states.SOFT_DELETING)
+        restoring, n6 = self.deployed('host2', vm_state='soft-delete',
+                                      task_state=task_states.RESTORING)
         self.fence('host2')
         with mock.patch.object(compute_rpcapi, 'ComputeAPI') as rpc:
             self.period(LIVE)
@@ -262,10 +267,13 @@ class FencedTakeoverTest(FencedCase):
                 for name, c in [(c[0], c) for c in api.mock_calls]}
         self.assertEqual(
             {'terminate_instance': deleting, 'stop_instance': stopping,
-             'start_instance': starting, 'reboot_instance': rebooting},
+             'start_instance': starting, 'reboot_instance': rebooting,
+             'soft_delete_instance': soft_deleting,
+             'restore_instance': restoring},
             {v[0]: k for k, v in done.items()})
         for uuid, node in ((deleting, n1), (stopping, n2), (starting, n3),
-                           (rebooting, n4)):
+                           (rebooting, n4), (soft_deleting, n5),
+                           (restoring, n6)):
             name, host, request_id = done[uuid]
             # Cast to the new host, under the takeover's instance action.
             self.assertEqual(self.ring_host(node), host)
@@ -303,8 +311,14 @@ class FencedTakeoverTest(FencedCase):
         uuid, node = self.deployed('host2', vm_state='building',
                                    task_state=task_states.SPAWNING)
         self.fence('host2')
-        with mock.patch.object(objects.Instance, 'get_by_uuid',
-                               side_effect=exception.NovaException('db')):
+        real = inflight.Recovery._recover
+
+        def unreadable(recovery: inflight.Recovery, *args: Any) -> Any:
+            with mock.patch.object(objects.Instance, 'get_by_uuid',
+                                   side_effect=exception.NovaException('db')):
+                return real(recovery, *args)
+
+        with mock.patch.object(inflight.Recovery, '_recover', unreadable):
             with self.assertLogs('nova_ironic_multi.inflight',
                                  'WARNING') as logs:
                 self.period(LIVE)
@@ -427,14 +441,97 @@ class ClaimTest(base.DriverTestCase):
         self.assertEqual('host1', inst.host)
         self.assertIsNone(inst.task_state)
 
+    def written(self) -> Any:
+        """Patch Instance.save; the task states it writes, in order."""
+        real = objects.Instance.save
+        writes: list[Any] = []
+
+        def save(inst: objects.Instance, *args: Any, **kwargs: Any) -> None:
+            writes.append((inst.host, inst.task_state))
+            real(inst, *args, **kwargs)
+
+        return writes, mock.patch.object(objects.Instance, 'save', save)
+
+    def test_a_stale_read_after_the_winners_move_writes_nothing(
+            self) -> None:
+        # Regression: host3 read the instance in its period; host1 then
+        # moved it and put its task state (None) back; host3's claim,
+        # compared with that same None, succeeded: two writes, and nova's
+        # API refused the instance's actions in between.
+        seen3 = self.read()
+        self.assertTrue(fencing.move(self.read(), 'host1', self.FENCED,
+                                     self.MEMBERS))
+        writes, patch = self.written()
+        with patch:
+            self.assertFalse(fencing.move(seen3, 'host3', self.FENCED,
+                                          self.MEMBERS))
+        self.assertEqual([], writes)
+        inst = self.read()
+        self.assertEqual(('host1', None), (inst.host, inst.task_state))
+
+    def test_a_move_between_the_fresh_read_and_the_claim_is_kept(
+            self) -> None:
+        # The residual window: host1's whole move lands after host3's
+        # fresh read. host3's claim succeeds, sees the new host and gives
+        # the claim back: the instance keeps host1.
+        real = objects.Instance.refresh
+        raced: list[bool] = []
+
+        def refresh(inst: objects.Instance, *args: Any, **kwargs: Any
+                    ) -> None:
+            real(inst, *args, **kwargs)
+            if not raced:
+                raced.append(False)
+                raced[0] = fencing.move(self.read(), 'host1',
+                                        self.FENCED, self.MEMBERS)
+
+        writes, patch = self.written()
+        with mock.patch.object(objects.Instance, 'refresh', refresh), patch:
+            self.assertFalse(fencing.move(self.read(), 'host3',
+                                          self.FENCED, self.MEMBERS))
+        inst = self.read()
+        self.assertEqual(('host1', None), (inst.host, inst.task_state))
+        # host1's two writes, then host3's claim and its give-back.
+        self.assertEqual([('host2', fencing.claim_state('host1', None)),
+                          ('host1', None),
+                          ('host2', fencing.claim_state('host3', None)),
+                          ('host1', None)], writes)
+        self.assertEqual([True], raced)
+
+    def claimed_after_refresh(self, task_state: str) -> Any:
+        """Patch Instance.refresh: ``task_state`` is written right after
+        the first fresh read (another writer between it and the claim).
+        """
+        real = objects.Instance.refresh
+        done: list[bool] = []
+
+        def refresh(inst: objects.Instance, *args: Any, **kwargs: Any
+                    ) -> None:
+            real(inst, *args, **kwargs)
+            if not done:
+                done.append(True)
+                other = self.read()
+                other.task_state = task_state
+                other.save()
+
+        return mock.patch.object(objects.Instance, 'refresh', refresh)
+
     def test_a_claim_under_way_makes_the_other_peer_lose(self) -> None:
         seen3 = self.read()
-        # host1 claimed between host3's read and host3's write.
+        # host1 claimed between host3's read and host3's write: the fresh
+        # read sees it (the task state changed since host3's read) ...
         held = self.read()
         held.task_state = fencing.claim_state('host1', None)
         held.save()
         self.assertRaises(exception.InstanceUpdateConflict, fencing.move,
                           seen3, 'host3', self.FENCED, self.MEMBERS)
+        # ... and so does the claim, when host1's claim lands after it.
+        held.task_state = None
+        held.save()
+        with self.claimed_after_refresh(fencing.claim_state('host1', None)):
+            self.assertRaises(exception.InstanceUpdateConflict,
+                              fencing.move, self.read(), 'host3',
+                              self.FENCED, self.MEMBERS)
         # A fresh read sees the live claimer and keeps off.
         self.assertFalse(fencing.move(self.read(), 'host3', self.FENCED,
                                       self.MEMBERS))
@@ -466,6 +563,17 @@ class ClaimTest(base.DriverTestCase):
         self.assertRaises(exception.InstanceUpdateConflict, fencing.move,
                           seen, 'host1', self.FENCED, self.MEMBERS)
         self.assertEqual('host2', self.read().host)
+        # The same when nova's API writes between the fresh read and the
+        # claim.
+        other = self.read()
+        other.task_state = None
+        other.save()
+        with self.claimed_after_refresh(task_states.REBOOTING):
+            self.assertRaises(exception.InstanceUpdateConflict,
+                              fencing.move, self.read(), 'host1',
+                              self.FENCED, self.MEMBERS)
+        self.assertEqual(('host2', task_states.REBOOTING),
+                         (self.read().host, self.read().task_state))
 
 
     def cut_off(self, claimer: str, to: str | None = None) -> None:

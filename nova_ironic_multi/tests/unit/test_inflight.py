@@ -47,7 +47,7 @@ class DecideTest(unittest.TestCase):
         # (vm_state, task_state, node) -> step, as _init_instance does.
         self.check(Step.NONE, vs.ACTIVE, None)
         self.check(Step.NONE, vs.ERROR, ts.REBOOTING)
-        self.check(Step.NONE, vs.SOFT_DELETED, ts.RESTORING)
+        self.check(Step.NONE, vs.SOFT_DELETED, None)
         self.check(Step.DELETE, vs.ERROR, ts.DELETING)
         self.check(Step.DELETE, vs.ACTIVE, ts.DELETING)
         self.check(Step.DELETE, vs.DELETED, None)
@@ -103,6 +103,17 @@ class DecideTest(unittest.TestCase):
         self.check(Step.CLEAR, vs.RESCUED, ts.UNRESCUING,
                    node(provision=states.UNRESCUEFAIL))
         self.check(Step.CLEAR, vs.ACTIVE, ts.RESCUING, None)
+
+    def test_soft_delete_and_restore_are_done_again(self) -> None:
+        # nova's restart leaves both task states set (every action but
+        # delete refused); clearing them would drop the user's request.
+        self.check(Step.SOFT_DELETE, vs.ACTIVE, ts.SOFT_DELETING)
+        self.check(Step.SOFT_DELETE, vs.STOPPED, ts.SOFT_DELETING, OFF)
+        self.check(Step.RESTORE, vs.SOFT_DELETED, ts.RESTORING, OFF)
+        self.check(Step.RESTORE, vs.SOFT_DELETED, ts.RESTORING, None)
+        # A power change Ironic is still making is waited for first.
+        self.check(Step.WAIT, vs.ACTIVE, ts.SOFT_DELETING,
+                   node(target_power_state=states.POWER_OFF))
 
     def test_what_this_driver_never_does_is_cleared(self) -> None:
         for task in (ts.PAUSING, ts.SUSPENDING, ts.MIGRATING,
