@@ -101,6 +101,8 @@ CLAIM_BOUND = 120
 RELEASE_EVERY = 10
 #: The instance action of a takeover, and its event's prefix.
 ACTION = inflight.ACTION
+#: The instance action of ``nova-ironic-multi takeover`` (the same event).
+MANUAL_ACTION = inflight.MANUAL
 EVENT_PREFIX = inflight.TAKEOVER_EVENT
 
 
@@ -241,15 +243,20 @@ def candidates(nodes: Iterable[ownership.NodeLike],
             n.instance_uuid not in mine}
 
 
-def record(instance_uuid: str, old: str, host: str) -> str:
+def record(instance_uuid: str, old: str, host: str,
+           action: str = ACTION, ctxt: Any = None) -> str:
     """Record the takeover as an instance action; its request ID.
 
+    :param action: :data:`ACTION`, or :data:`MANUAL_ACTION` for
+        ``nova-ironic-multi takeover``.
+    :param ctxt: the context (its cell and request ID) to record it in; a
+        new admin context when None.
     :raises nova.exception.NovaException:
     :raises oslo_messaging.MessagingException:
     """
-    ctxt = nova_context.get_admin_context()
+    ctxt = ctxt or nova_context.get_admin_context()
     event = EVENT_PREFIX + old
-    objects.InstanceAction.action_start(ctxt, instance_uuid, ACTION,
+    objects.InstanceAction.action_start(ctxt, instance_uuid, action,
                                         want_result=False)
     objects.InstanceActionEvent.event_start(ctxt, instance_uuid, event,
                                             want_result=False, host=host)

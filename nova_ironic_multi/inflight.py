@@ -51,7 +51,8 @@ A host that drains (:mod:`drain`) hands its instances over with their task
 states: one that still had one gets an instance action :data:`HANDOVER`,
 recorded before the move, and its new host recovers it the same way, under
 that action, from the first period that finds it among its instances
-(:func:`handed_over`).
+(:func:`handed_over`). ``nova-ironic-multi takeover`` records a
+:data:`MANUAL` action the same way.
 
 The recovery of an instance runs in the period that took it over (or found
 it handed over), after the new division is in force (so the action cast
@@ -94,12 +95,20 @@ ACTION = 'takeover'
 #: The instance action a draining host records for an instance it hands
 #: over with a task state set; its new host recovers it under it.
 HANDOVER = 'handover'
+#: The instance action ``nova-ironic-multi takeover`` records for each
+#: instance it moves (before the move, for one in flight): its new host
+#: recovers it under it, as a handed-over one.
+MANUAL = 'manual-takeover'
 #: The one event of each action, suffixed with the host the instance left.
 TAKEOVER_EVENT = 'takeover_from_'
 HANDOVER_EVENT = 'handover_from_'
 #: How the instance left that host, by action.
 _HOW = {ACTION: 'was fenced (forced down)',
-        HANDOVER: 'stopped with drain_on_stop'}
+        HANDOVER: 'stopped with drain_on_stop',
+        MANUAL: 'was fenced (forced down) and taken over by hand'}
+#: The actions whose instances their new host finds and recovers
+#: (:func:`handed_over`).
+HANDED = frozenset({HANDOVER, MANUAL})
 
 
 class Step(enum.Enum):
@@ -162,11 +171,13 @@ def needs_recovery(vm_state: str | None, task_state: str | None) -> bool:
 def handed_over(ctxt: Any, host: str, uuids: Iterable[str]
                 ) -> dict[str, str]:
     """The instances among ``uuids`` (new on ``host``) that a draining
-    peer handed over in flight: UUID -> request ID of the handover action.
+    peer handed over in flight, or that ``nova-ironic-multi takeover``
+    moved in flight: UUID -> request ID of that action.
 
-    An instance whose last action is the :data:`HANDOVER` and that still
-    needs recovery; one nova's API acted on since has a later action, and
-    is nova's. A build scheduled to ``host`` has its own.
+    An instance whose last action is a :data:`HANDOVER` or :data:`MANUAL`
+    one and that still needs recovery; one nova's API acted on since has a
+    later action, and is nova's. A build scheduled to ``host`` has its
+    own.
 
     :raises NovaException, MessagingException: nova cannot say.
     """
@@ -182,7 +193,7 @@ def handed_over(ctxt: Any, host: str, uuids: Iterable[str]
             continue
         last = objects.InstanceActionList.get_by_instance_uuid(
             ctxt, inst.uuid, limit=1)
-        if len(last) and last[0].action == HANDOVER:
+        if len(last) and last[0].action in HANDED:
             handed[inst.uuid] = str(last[0].request_id)
     return handed
 

@@ -203,13 +203,15 @@ def show(fleet: fleet_mod.Fleet, out: TextIO, fmt: str) -> int:
                               [[u['node'], u['instance'],
                                 u['logged_by'] or '-'] for u in unknown])]
     if fleet.takeovers:
-        text += ['', 'Recent automatic takeovers of fenced hosts\' instances '
+        text += ['', 'Recent takeovers of fenced hosts\' instances, '
+                 'automatic and by hand with "nova-ironic-multi takeover" '
                  '(newest first; "openstack server event list" shows each '
-                 'as a takeover action):',
-                 output.table(['TIME', 'INSTANCE', 'FROM', 'TO', 'CELL'],
+                 'as a takeover or manual-takeover action):',
+                 output.table(['TIME', 'INSTANCE', 'FROM', 'TO', 'HOW',
+                               'CELL'],
                               [[t.at.strftime('%Y-%m-%d %H:%M:%S')
                                 if t.at else '-', t.instance, t.source,
-                                t.destination, t.cell]
+                                t.destination, t.how, t.cell]
                                for t in fleet.takeovers])]
     if fleet.partition.by_shard:
         data['shards'], shard_text = shards.section(fleet)

@@ -15,12 +15,17 @@ A node with an instance stays with the instance's host, so when that host
 is gone for good its instances cannot be managed (stopped, deleted,
 rebuilt) until they change hosts. This moves, for every Ironic compute node
 of the source host that carries instances or orphans (instances nova
-deleted while the host was down, their node still deployed for them), the
-compute node, its instances and its orphans to the destination in one
-database transaction, so a failure never leaves an instance on a host that
-does not manage its node; the destination's reaper then tears the orphans'
-nodes down. Free nodes are not moved: the ring gives them to the live peers
-by itself.
+deleted while the host was down, their node still deployed for them), its
+instances and orphans to the destination the way the automatic takeover
+does (:func:`nova_ironic_multi.fencing.move`: a fresh read, a claim on the
+task state, then the host, through nova's objects, so nova's API is refused
+meanwhile and ``instance.update`` is notified), then the compute node row.
+An instance a peer moved since the plan is left where it is. The
+destination manages the node from the moment the instance is its own (a
+node with an instance stays with the instance's host), recovers an
+instance moved in the middle of an action (its ``manual-takeover`` instance
+action), and its reaper tears the orphans' nodes down. Free nodes are not
+moved: the ring gives them to the live peers by itself.
 
 It refuses unless the source service is forced down (the operator's word
 that it is fenced: two services must never manage one node), and unless
@@ -39,15 +44,15 @@ import dataclasses
 from typing import Any, TextIO
 
 from nova import context as nova_context
-from nova.db.main import api as db
 from nova import exception
 from nova import objects
 from nova import servicegroup
-from nova import utils
 from oslo_config import cfg
 
 from nova_ironic_multi.cmd import fleet as fleet_mod
 from nova_ironic_multi.cmd import output
+from nova_ironic_multi import fencing
+from nova_ironic_multi import inflight
 from nova_ironic_multi import ironic
 from nova_ironic_multi.membership import marker
 from nova_ironic_multi import nodeinfo
@@ -287,18 +292,80 @@ def check(ctxt: Any, src: Any, dst: Any, moves: Sequence[Move] = (),
         raise Refused('Refusing: %s.' % why)
 
 
-def _move_one(ctxt: Any, move: Move, dst: Any) -> None:
-    # One transaction: the compute node, its instances and its orphans
-    # move together. (The cell's own context manager, so nova's calls
-    # below join it.)
-    with db.get_context_manager(ctxt).writer.using(ctxt):
-        db.compute_node_update(ctxt, move.compute_node_id,
-                               {'host': dst.host, 'service_id': dst.id})
-        for instance_uuid, _ in move.instances:
-            db.instance_update(ctxt, instance_uuid, {'host': dst.host})
-        with utils.temporary_mutation(ctxt, read_deleted='yes'):
-            for instance_uuid in move.orphans:
-                db.instance_update(ctxt, instance_uuid, {'host': dst.host})
+@dataclasses.dataclass
+class Outcome:
+    """What moving one node's instances did."""
+
+    #: Instances (and orphans) now on the destination.
+    moved: list[str] = dataclasses.field(default_factory=list)
+    #: Instance -> the host it is on now, another than the source: moved
+    #: since the plan (by a peer's takeover, say), left alone.
+    elsewhere: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: Whether the compute node row now names the destination.
+    node_moved: bool = False
+
+
+def members(ctxt: Any) -> frozenset[str]:
+    """The nova-compute hosts up and not forced down, lower-cased: a claim
+    one of them holds is its move under way (:func:`fencing.move`).
+    """
+    group = servicegroup.API()
+    return frozenset(
+        svc.host.lower()
+        for svc in objects.ServiceList.get_by_binary(
+            ctxt, fencing.BINARY, include_disabled=True)
+        if not svc.forced_down and group.service_is_up(svc))
+
+
+def _move_one(ctxt: Any, move: Move, source: str, dst: Any,
+              live: frozenset[str]) -> Outcome:
+    """Move the instances and orphans of one node to ``dst``, then its
+    compute node row.
+
+    Each instance as the automatic takeover moves it (:func:`fencing.move`:
+    a fresh read, a claim on its task state, then its host), so a move
+    another host made since the plan is never overwritten, nova's API is
+    refused meanwhile, and ``instance.update`` is notified as nova's own
+    writes do. Each gets a :data:`fencing.MANUAL_ACTION` instance action
+    (``openstack server event list``); one in the middle of an action gets
+    it before the move, so that its new host finds it and recovers it
+    (:func:`inflight.handed_over`). The compute node row follows once every
+    instance of the node is the destination's (the destination's resource
+    tracker would move it at its next period anyway).
+
+    :raises nova.exception.InstanceUpdateConflict: nova's API or a peer
+        changed an instance meanwhile.
+    :raises nova.exception.NovaException:
+    """
+    done = Outcome()
+    deleted = ctxt.elevated(read_deleted='yes')
+    lowered = frozenset([source.lower()])
+    for uuid in [u for u, _ in move.instances] + list(move.orphans):
+        inst = objects.Instance.get_by_uuid(deleted, uuid, expected_attrs=[])
+        if (inst.host or '').lower() != source.lower():
+            done.elsewhere[uuid] = inst.host or '-'
+            continue
+        in_flight = (not inst.deleted and
+                     inflight.needs_recovery(inst.vm_state, inst.task_state))
+        if in_flight:
+            fencing.record(uuid, source, dst.host, fencing.MANUAL_ACTION,
+                           ctxt)
+        if not fencing.move(inst, dst.host, lowered, live):
+            done.elsewhere[uuid] = inst.host or '-'
+            continue
+        if not in_flight:
+            fencing.record(uuid, source, dst.host, fencing.MANUAL_ACTION,
+                           ctxt)
+        done.moved.append(uuid)
+    if done.elsewhere:
+        return done
+    cn = objects.ComputeNode.get_by_id(ctxt, move.compute_node_id)
+    if (cn.host or '').lower() == source.lower():
+        cn.host = dst.host
+        cn.service_id = dst.id
+        cn.save()
+    done.node_moved = True
+    return done
 
 
 def _describe_move(move: Move) -> str:
@@ -349,20 +416,38 @@ def run(source: str, dest: str, execute: bool, out: TextIO,
             output.emit(out, fmt, data, text)
             return 0
         done = []
+        elsewhere: dict[str, str] = {}
+        live = members(cctxt)
         for i, move in enumerate(moves, 1):
             try:
-                _move_one(cctxt, move, dst)
-            except Exception as e:
-                out.write('[%d/%d] node %s: FAILED, nothing of it moved: %s\n'
-                          'Run the same command again to continue.\n'
+                got = _move_one(cctxt, move, src.host, dst, live)
+            except exception.InstanceUpdateConflict as e:
+                out.write('[%d/%d] node %s: an instance changed meanwhile '
+                          '(nova\'s API acted on it, or a peer moved it): '
+                          '%s\nRun the same command again to continue.\n'
                           % (i, len(moves), move.node, e))
                 return 1
-            done.append(move.node)
-            if fmt != 'json':
+            except Exception as e:
+                out.write('[%d/%d] node %s: FAILED: %s\nWhat moved before '
+                          'the failure stays moved; run the same command '
+                          'again to continue.\n'
+                          % (i, len(moves), move.node, e))
+                return 1
+            elsewhere.update(got.elsewhere)
+            if got.node_moved:
+                done.append(move.node)
+            if fmt == 'json':
+                continue
+            for uuid, host in sorted(got.elsewhere.items()):
+                out.write('[%d/%d] node %s: instance %s is on %s now (moved '
+                          'since the plan): left alone\n'
+                          % (i, len(moves), move.node, uuid, host))
+            if got.node_moved:
                 out.write('[%d/%d] node %s: moved with %s to %s\n'
                           % (i, len(moves), move.node, _describe_move(move),
                              dst.host))
         data['moved'] = done
+        data['moved_elsewhere_since_the_plan'] = elsewhere
         text = ('Moved %d node(s) from %s to %s; %s manages them from its '
                 'next resource-tracker period.'
                 % (len(done), src.host, dst.host, dst.host))

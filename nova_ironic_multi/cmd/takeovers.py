@@ -9,12 +9,13 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""The automatic takeovers the hosts recorded, newest first.
+"""The takeovers recorded, automatic and by hand, newest first.
 
 A host that takes an instance over from a fenced host records a nova
 instance action (``takeover``, with one event ``takeover_from_<old host>``
-whose host is the new one: see :mod:`nova_ironic_multi.fencing`); this reads
-them back from each cell's database for ``ring show``.
+whose host is the new one: see :mod:`nova_ironic_multi.fencing`), and
+``nova-ironic-multi takeover`` records ``manual-takeover`` with the same
+event; this reads them back from each cell's database for ``ring show``.
 """
 
 from __future__ import annotations
@@ -40,26 +41,31 @@ class Takeover:
     source: str
     destination: str
     cell: str
+    #: ``automatic`` (the fenced takeover) or ``manual`` (the command).
+    how: str = 'automatic'
 
     def as_dict(self) -> dict[str, Any]:
         return {'time': self.at.isoformat() if self.at else None,
                 'instance': self.instance, 'from': self.source,
-                'to': self.destination, 'cell': self.cell}
+                'to': self.destination, 'cell': self.cell, 'how': self.how}
+
+
+_HOW = {fencing.ACTION: 'automatic', fencing.MANUAL_ACTION: 'manual'}
 
 
 def _read(cell: str, cctxt: Any, limit: int) -> list[Takeover]:
     action, event = models.InstanceAction, models.InstanceActionEvent
     with main_db_api.get_context_manager(cctxt).reader.using(cctxt):
         rows = (cctxt.session.query(action.instance_uuid, action.start_time,
-                                    event.event, event.host)
+                                    event.event, event.host, action.action)
                 .join(event, event.action_id == action.id)
-                .filter(action.action == fencing.ACTION)
+                .filter(action.action.in_(sorted(_HOW)))
                 .filter(event.event.like(fencing.EVENT_PREFIX + '%'))
                 .order_by(action.start_time.desc(), action.id.desc())
                 .limit(limit).all())
     return [Takeover(at, uuid, name[len(fencing.EVENT_PREFIX):], host or '',
-                     cell)
-            for uuid, at, name, host in rows]
+                     cell, _HOW[kind])
+            for uuid, at, name, host, kind in rows]
 
 
 def recent(cells: Iterable[tuple[str, Any]],

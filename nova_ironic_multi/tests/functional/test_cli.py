@@ -24,6 +24,8 @@ from nova.db.main import api as main_db_api
 from nova import objects
 
 from nova_ironic_multi.cmd import main as cli
+from nova_ironic_multi.cmd import takeover as takeover_cmd
+from nova_ironic_multi import fencing
 from nova_ironic_multi.membership import marker
 from nova_ironic_multi import rings
 from nova_ironic_multi import sharding
@@ -197,23 +199,114 @@ class CliTest(CliCase):
         self.assertEqual((None, 'available'),
                          (node.instance_uuid, node.provision_state))
 
-    def test_takeover_moves_each_node_atomically(self) -> None:
-        self.computes['host3'].stop()
-        self.admin_api.put_service_force_down(self.service('host3')['id'],
-                                              True)
-        with mock.patch.object(main_db_api, 'instance_update',
-                               side_effect=RuntimeError('db went away')):
+    def test_a_takeover_cut_off_is_finished_by_running_it_again(
+            self) -> None:
+        self.fence_host3()
+        real = main_db_api.instance_update_and_get_original
+        writes: list[Any] = []
+
+        def second_write_fails(*args: Any, **kwargs: Any) -> Any:
+            writes.append(args)
+            if len(writes) == 2:
+                raise RuntimeError('db went away')
+            return real(*args, **kwargs)
+
+        with mock.patch.object(main_db_api, 'instance_update_and_get_original',
+                               second_write_fails):
             code, text, _ = self.takeover(execute=True)
         self.assertEqual(1, code)
-        self.assertIn('FAILED, nothing of it moved: db went away', text)
-        # The compute node did not move without its instance.
+        self.assertIn('FAILED: db went away', text)
+        # The claim holds: the instance and its node are still host3's,
+        # and nova's API refuses actions until the move is finished.
+        inst = self.instance(self.server['id'])
+        self.assertEqual(('host3', 'nim-takeover:host1|'),
+                         (inst.host, inst.task_state))
         self.assertIn(self.busy, self.db_division()['host3'])
-        self.assertEqual('host3', self.instance_host(self.server['id']))
         code, text, _ = self.takeover(execute=True)
-        self.assertEqual(0, code)
-        self.assertEqual('host1', self.instance_host(self.server['id']))
+        self.assertEqual(0, code, text)
+        inst = self.instance(self.server['id'])
+        self.assertEqual(('host1', None), (inst.host, inst.task_state))
         self.assertIn(self.busy, self.db_division()['host1'])
 
+    def instance(self, uuid: str) -> objects.Instance:
+        with self.cell() as cctxt:
+            return objects.Instance.get_by_uuid(cctxt, uuid)
+
+    def test_takeover_is_an_instance_action_notified_and_listed(
+            self) -> None:
+        self.flags(notify_on_state_change='vm_and_task_state',
+                   group='notifications')
+        self.fence_host3()
+        self.notifier.reset()
+        code, text, _ = self.takeover(execute=True)
+        self.assertEqual(0, code, text)
+        actions = self.admin_api.get_instance_actions(self.server['id'])
+        self.assertEqual('manual-takeover', actions[0]['action'])
+        event = self.admin_api.api_get(
+            '/servers/%s/os-instance-actions/%s'
+            % (self.server['id'], actions[0]['request_id'])
+        ).body['instanceAction']['events']
+        self.assertEqual(['takeover_from_host3'], [e['event'] for e in event])
+        # nova's own instance.update notifications: the claim, then the
+        # host.
+        hosts = [n['payload']['nova_object.data']['host']
+                 for n in self.notifier.versioned_notifications
+                 if n['event_type'] == 'instance.update' and
+                 n['payload']['nova_object.data']['uuid'] ==
+                 self.server['id']]
+        self.assertEqual('host1', hosts[-1], hosts)
+        code, data, _ = self.cli('ring', action='show')
+        self.assertEqual(
+            [(self.server['id'], 'host3', 'host1', 'manual')],
+            [(t['instance'], t['from'], t['to'], t['how'])
+             for t in data['recent_takeovers']])
+        code, text, _ = self.cli('ring', fmt='table', action='show')
+        self.assertIn('automatic and by hand', text)
+
+    def test_takeover_leaves_a_server_moved_since_its_plan(self) -> None:
+        # Regression: the command wrote the host it planned over a move a
+        # peer's automatic takeover made in between.
+        self.fence_host3()
+        real = takeover_cmd.plan
+
+        def then_a_peer_moves_it(ctxt: Any, source: str,
+                                 client: Any) -> Any:
+            found = real(ctxt, source, client)
+            inst = objects.Instance.get_by_uuid(ctxt, self.server['id'])
+            self.assertTrue(fencing.move(inst, 'host2', {'host3'},
+                                         {'host1', 'host2'}))
+            return found
+
+        with mock.patch.object(takeover_cmd, 'plan', then_a_peer_moves_it):
+            code, text, _ = self.takeover(execute=True)
+        self.assertEqual(0, code, text)
+        self.assertIn('instance %s is on host2 now (moved since the plan): '
+                      'left alone' % self.server['id'], text)
+        self.assertEqual('host2', self.instance_host(self.server['id']))
+        self.assertNotIn(self.busy, self.db_division()['host1'])
+
+    def test_a_server_taken_over_in_flight_is_recovered_by_its_new_host(
+            self) -> None:
+        # nova's API casts the stop to host3 while it is dead: the server
+        # is powering-off when the operator moves it.
+        self.computes['host3'].stop()
+        self.api.post_server_action(self.server['id'], {'os-stop': None})
+        self.admin_api.put_service_force_down(self.service('host3')['id'],
+                                              True)
+        code, text, _ = self.takeover(execute=True)
+        self.assertEqual(0, code, text)
+        self.assertEqual('powering-off', self.api.get_server(
+            self.server['id'])['OS-EXT-STS:task_state'])
+        # host1's next period finds it and does the stop again.
+        with self.cell() as cctxt:
+            self.computes['host1'].manager.update_available_resource(cctxt)
+        server = self._wait_for_state_change(self.server, 'SHUTOFF')
+        self.assertEqual(('host1', None),
+                         (server['OS-EXT-SRV-ATTR:host'],
+                          server['OS-EXT-STS:task_state']))
+        node = self.ironic.wait_idle(self.busy)
+        self.assertEqual((self.server['id'], 'power off'),
+                         (node.instance_uuid, node.power_state))
 
     def test_takeover_moves_orphans_and_keeps_the_zone(self) -> None:
         doomed = self.boot(self.flavor, host='host3')
