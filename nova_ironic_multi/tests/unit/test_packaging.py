@@ -13,9 +13,12 @@
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import pathlib
 import subprocess
 import sys
+import tempfile
 import zipfile
 
 import pytest
@@ -26,10 +29,17 @@ from nova_ironic_multi.tests import source
 @pytest.fixture(scope='module')
 def wheel_names(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     out = tmp_path_factory.mktemp('wheel')
-    subprocess.run(
-        [sys.executable, '-m', 'pip', 'wheel', '--no-deps', '--quiet',
-         '--wheel-dir', str(out), str(source.source_dir())],
-        check=True)
+    src = source.source_dir()
+    # pip builds in the source tree (its build/ directory): two pytest
+    # workers building at once would remove each other's files.
+    lock = pathlib.Path(tempfile.gettempdir()) / (
+        'nim-wheel-%s.lock' % hashlib.sha1(str(src).encode()).hexdigest()[:12])
+    with open(lock, 'w') as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        subprocess.run(
+            [sys.executable, '-m', 'pip', 'wheel', '--no-deps', '--quiet',
+             '--wheel-dir', str(out), str(src)],
+            check=True)
     (whl,) = out.glob('nova_ironic_multi-*.whl')
     with zipfile.ZipFile(whl) as zf:
         return zf.namelist()
