@@ -18,13 +18,12 @@ a state the deployment must handle, or lifted) and any change in what the
 division depends on (a host's liveness, enabled or forced down flags, the
 partitions) restart the quiet clock: the graces count from there.
 
-Each compute's own account. Every period each compute logs how many
-nodes it manages and how many carry its instances; each such line is
-compared with what the division says that host should manage at the time
-(an expectation from any sample within a few seconds of the line). A line
-that matches none means the host manages a node it should not (two hosts
-for one node) or misses one; it lasts past the grace only if the next
-periods say the same.
+What each compute did. Every period nova's resource tracker on each
+compute logs a line per node it reports; the checker reads them, so it
+knows which hosts reported each node lately, and holds that against the
+facts (:func:`invariants.reporting_problems`): never the product's own
+division. A running, live compute that logs no period for a while fails
+too.
 
 Convergence. After a transition, the first sample where every running
 compute that should be up is up (and those that should not be are seen
@@ -35,7 +34,6 @@ left: that is the time the transition took to converge.
 
 from __future__ import annotations
 
-import collections
 from collections.abc import Callable, Mapping
 import dataclasses
 import threading
@@ -47,9 +45,6 @@ from nova_ironic_multi.tests.soak import invariants
 from nova_ironic_multi.tests.soak import observe
 
 SAMPLE_INTERVAL = 2.0
-#: A period line is checked against the expectations of the samples from
-#: this long before it (the listing started then) to a bit after it.
-LINE_WINDOW = (-3 * SAMPLE_INTERVAL - 2.0, SAMPLE_INTERVAL + 1.0)
 #: A running, live compute logs a period at least this often.
 STALL = 3 * invariants.PERIOD
 
@@ -113,9 +108,6 @@ class Checker:
         self.quiet_wall: float = time.time()
         self._signature: Any = None
         self.known_providers: dict[str, int] = {}
-        self.history: collections.deque[tuple[float, dict[str, tuple[int,
-                                                                     int]]]]
-        self.history = collections.deque()
         self.convergences: list[Convergence] = []
         self.pending: Convergence | None = None
         self.samples = 0
@@ -202,17 +194,16 @@ class Checker:
             for rp in snap.providers:
                 if rp.name in snap.nodes:
                     self.known_providers.setdefault(rp.name, rp.id)
-            divisions = invariants.expected(snap, configs, running)
-            counts = {h: (len(d.owned), d.with_instance)
-                      for h, d in divisions.items()}
-            self.history.append((wall, counts))
-            while self.history and self.history[0][0] < wall - 60:
-                self.history.popleft()
             must = invariants.should_be_managed(snap, configs, running)
+            reported = {h: self.followers[h].reported(
+                wall, invariants.REPORT_WINDOW) for h in running}
             problems = (
                 invariants.rows_and_providers(snap, self.known_providers) +
-                invariants.division_problems(snap, divisions, must) +
+                invariants.reporting_problems(snap, configs, running,
+                                              reported, must) +
                 self._period_problems(running, snap, wall) +
+                invariants.stranded_problems(snap, configs, running) +
+                invariants.task_state_problems(snap) +
                 invariants.ironic_problems(snap) +
                 invariants.allocation_problems(snap) + self.extra())
             quiet = None if self.disrupted else self.quiet_since
@@ -250,18 +241,6 @@ class Checker:
                     'periods go on', host, 'last period logged %.0fs ago: %s'
                     % (wall - last.at, last.line[-200:]),
                     invariants.DIVISION_GRACE))
-            seen = [c[host] for t, c in self.history
-                    if host in c and
-                    last.at + LINE_WINDOW[0] <= t <= last.at + LINE_WINDOW[1]]
-            if seen and (last.owned, last.mine) not in seen:
-                problems.append(invariants.Problem(
-                    'managed by one host', host,
-                    'its period says %d nodes (%d with its instances); the '
-                    'division at that time says %s: %s' % (
-                        last.owned, last.mine,
-                        ' or '.join('%d (%d)' % c for c in sorted(set(seen))),
-                        last.line[-300:]), invariants.DIVISION_GRACE,
-                    'own count'))
         return problems
 
     def _settled(self, snap: observe.Snapshot,
@@ -293,8 +272,11 @@ class Checker:
         if not groups <= snap.conductor_groups:
             why.append('no conductor online for %s' % sorted(
                 groups - snap.conductor_groups))
-        division = ('managed by one host', 'compute node of the manager',
-                    'periods go on')
+        division = ('reported by one host', 'reported within scope',
+                    "reported by its instance's host",
+                    'reported by a live host',
+                    'compute node of the reporting host', 'periods go on',
+                    'instances on a live host')
         why += ['%s: %s' % (p.invariant, p.evidence) for p in problems
                 if p.invariant in division]
         return why

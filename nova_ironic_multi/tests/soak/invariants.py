@@ -19,13 +19,23 @@ a torn-down node is cleaned); :class:`Tracker` makes them violations only
 when they last past their grace, counted from the moment the deployment
 was quiet (no fault under way, membership unchanged) and they were seen.
 
-What each host should manage comes from the product's own pure division
-(:func:`nova_ironic_multi.division.divide`) applied to the facts read from
-the databases: each running host with the partition it was given, its
-live peers (enabled, not forced down, up by ``service_down_time``), its
-instances and orphans. So the soak checks that the running services agree
-with the rules at every quiet moment, not the ring's arithmetic (the unit
-tier does that).
+What each host manages is what it did, never what the product's rules
+would say: each compute's resource tracker logs one line per node it
+reports each period (nova's own ``Final resource view: name=NODE``), so
+the checker knows which hosts reported each node lately
+(:class:`observe.LogFollower`). From the facts alone (conductor groups,
+live services, the instances' hosts) it requires of each node: at most one
+host reports it; one that must be managed (in a live running host's
+scope, free or carrying an instance of a live host) is reported by a live
+host, by its instance's host if it has one, and only by hosts whose scope
+holds it; nova's compute node row names that host. Which of the peers
+gets a free node (the ring's arithmetic) is the unit tier's to check.
+
+Beyond the division: the instances of a fenced or drained host are on a
+live host within a takeover's bound, no server keeps a task state past the
+longest action's bound (a claim past the time its host gives claims
+back), and a node without an instance is ``available`` again within a
+tear-down's bound (cleaning included).
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 import dataclasses
 
-from nova_ironic_multi import division
+from nova_ironic_multi import fencing
 from nova_ironic_multi import ownership
 from nova_ironic_multi import partition
 from nova_ironic_multi.tests.soak import observe
@@ -53,10 +63,23 @@ DIVISION_GRACE = PERIOD + SLACK
 IRONIC_GRACE = REAP_INTERVAL + 2 * PERIOD + SLACK
 #: Placement follows a boot, a delete or a move within two periods.
 ALLOCATION_GRACE = 2 * PERIOD + SLACK
+#: A node a host reported within this is one it reports now (a live host
+#: logs a period at least this often, or "periods go on" fails).
+REPORT_WINDOW = 3 * PERIOD
+#: A fenced or drained host's instances are on a live host within this:
+#: the takeover's period, once the fence is seen.
+TAKEOVER_GRACE = DOWN_TIME + 2 * PERIOD + SLACK
+#: No server keeps a task state longer than the longest action's bound
+#: (a batch of boots, :data:`workload.BOUNDS`)...
+TASK_GRACE = 360.0
+#: ...nor a takeover's claim past the time its host gives claims back
+#: (:func:`nova_ironic_multi.fencing.release_claims`).
+CLAIM_GRACE = (fencing.CLAIM_BOUND + fencing.RELEASE_EVERY * PERIOD +
+               SLACK)
 RING = 'compatible'
 EXPONENT = 5
-#: Ironic states a node without an instance passes through on its way back.
-SETTLING = ('available', 'cleaning', 'clean wait', 'deleting')
+#: The one Ironic state a node without an instance may stay in.
+AVAILABLE = 'available'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,45 +142,6 @@ def live_hosts(snap: observe.Snapshot, down_time: float = DOWN_TIME
                ) -> set[str]:
     return {h.lower() for h, s in snap.services.items()
             if s.live(down_time)}
-
-
-def shard_counts(nodes: Iterable[observe.Node]) -> dict[str, int]:
-    """What ``GET /v1/shards`` says (nodes without one under 'None')."""
-    counts: dict[str, int] = {}
-    for node in nodes:
-        name = node.shard if node.shard is not None else 'None'
-        counts[name] = counts.get(name, 0) + 1
-    return counts
-
-
-def expected(snap: observe.Snapshot, configs: Mapping[str, HostConfig],
-             running: Collection[str], down_time: float = DOWN_TIME
-             ) -> dict[str, ownership.Division]:
-    """Host -> the division it should make now, for each running host."""
-    nodes = sorted(snap.nodes.values(), key=lambda n: n.uuid)
-    live = live_hosts(snap, down_time)
-    mine = instances_by_host(snap)
-    counts = shard_counts(nodes)
-    out = {}
-    for host in sorted(running):
-        conf = configs[host]
-        part = conf.partition(host)
-        assert part.peers is not None
-        members = {p for p in part.peers if p in live}
-        out[host] = division.divide(
-            nodes, {host.lower(): mine.get(host.lower(), set())}, members,
-            part, counts)[host.lower()]
-    return out
-
-
-def managers(divisions: Mapping[str, ownership.Division]
-             ) -> dict[str, list[str]]:
-    """Node -> the hosts whose division keeps it."""
-    out: dict[str, list[str]] = {}
-    for host, div in sorted(divisions.items()):
-        for node in div.owned:
-            out.setdefault(node, []).append(host)
-    return out
 
 
 def should_be_managed(snap: observe.Snapshot,
@@ -244,43 +228,125 @@ def rows_and_providers(snap: observe.Snapshot,
     return problems
 
 
-def division_problems(snap: observe.Snapshot,
-                      divisions: Mapping[str, ownership.Division],
-                      must: Collection[str]) -> list[Problem]:
-    """Exactly one manager per node that needs one, as the cell records.
+def reporting_problems(snap: observe.Snapshot,
+                       configs: Mapping[str, HostConfig],
+                       running: Collection[str],
+                       reported: Mapping[str, Collection[str]],
+                       must: Collection[str],
+                       down_time: float = DOWN_TIME) -> list[Problem]:
+    """Each node reported by the one host that must, as nova records.
 
-    The division itself (two hosts keeping one node, a node nobody
-    keeps) and nova's compute node rows (the host that reported the node
-    last) against it.
+    :param reported: running host -> the nodes its resource tracker
+        reported within :data:`REPORT_WINDOW` (its own log).
+    :param must: :func:`should_be_managed`.
     """
     problems = []
-    owners = managers(divisions)
+    live = live_hosts(snap, down_time)
+    scopes = {h: configs[h].partition(h).scope for h in running}
+    by_node: dict[str, list[str]] = {}
+    for host in sorted(running):
+        for node in reported.get(host, ()):
+            by_node.setdefault(node, []).append(host)
     rows = {r.hypervisor_hostname: r for r in snap.compute_nodes
             if not r.deleted}
-    for node in sorted(set(owners) | set(must)):
-        hosts = owners.get(node, [])
+    for node in sorted(set(by_node) | set(must)):
+        hosts = by_node.get(node, [])
+        info = snap.nodes.get(node)
         if len(hosts) > 1:
             problems.append(Problem(
-                'managed by one host', node,
-                'the partitions in force give it to %s' % hosts,
+                'reported by one host', node,
+                "nova's resource trackers on %s all reported it in the "
+                'last %.0fs' % (', '.join(hosts), REPORT_WINDOW),
                 DIVISION_GRACE, ','.join(hosts)))
-        elif not hosts:
+        for host in hosts:
+            if info is not None and not ownership.in_scope(info,
+                                                           scopes[host]):
+                problems.append(Problem(
+                    'reported within scope', node,
+                    '%s reported it; its conductor group %r is not %s\'s'
+                    % (host, info.conductor_group, host), DIVISION_GRACE,
+                    host))
+        if node not in must:
+            continue
+        owner = None
+        if info is not None and info.instance_uuid:
+            inst = snap.instances.get(info.instance_uuid)
+            owner = inst.host.lower() if inst and inst.host else None
+        up = [h for h in hosts if h.lower() in live]
+        if owner is not None and owner in live and [
+                h.lower() for h in hosts] != [owner]:
             problems.append(Problem(
-                'managed by one host', node,
-                'in scope, yet no running host should manage it (%s)' % (
-                    snap.nodes[node]), DIVISION_GRACE, '-'))
+                "reported by its instance's host", node,
+                'it carries instance %s of %s; reported by %s' % (
+                    info.instance_uuid if info else '?', owner,
+                    ', '.join(hosts) or 'no host'), DIVISION_GRACE,
+                owner))
+        elif not up:
+            problems.append(Problem(
+                'reported by a live host', node,
+                'in scope, yet no live host reported it in the last %.0fs '
+                '(%s)' % (REPORT_WINDOW, info), DIVISION_GRACE, '-'))
+            continue
+        if len(up) != 1:
             continue
         row = rows.get(node)
         if row is None:
             problems.append(Problem(
-                'compute node of the manager', node,
-                'no live compute_nodes row; %s should report it' % hosts[0],
-                DIVISION_GRACE, hosts[0]))
-        elif row.host.lower() != hosts[0]:
+                'compute node of the reporting host', node,
+                'no live compute_nodes row; %s reports it' % up[0],
+                DIVISION_GRACE, up[0]))
+        elif row.host.lower() != up[0].lower():
             problems.append(Problem(
-                'compute node of the manager', node,
-                'compute_nodes row %d says host %s; %s should manage it'
-                % (row.id, row.host, hosts[0]), DIVISION_GRACE, hosts[0]))
+                'compute node of the reporting host', node,
+                'compute_nodes row %d says host %s; %s reports it'
+                % (row.id, row.host, up[0]), DIVISION_GRACE, up[0]))
+    return problems
+
+
+def stranded_problems(snap: observe.Snapshot,
+                      configs: Mapping[str, HostConfig],
+                      running: Collection[str],
+                      down_time: float = DOWN_TIME) -> list[Problem]:
+    """The instances of a fenced or drained host are a live host's.
+
+    Fenced: its service forced down. Drained: disabled and not running.
+    Only an instance whose node is in a live running host's scope: nobody
+    else could take it.
+    """
+    live = live_hosts(snap, down_time) & {h.lower() for h in running}
+    scopes = {h.lower(): configs[h].partition(h).scope for h in running}
+    gone = {h.lower() for h, s in snap.services.items()
+            if s.forced_down or (s.disabled and h not in running)}
+    problems = []
+    for inst in snap.instances.values():
+        if inst.deleted or not inst.host or inst.host.lower() not in gone:
+            continue
+        node = snap.nodes.get(inst.node or '')
+        if node is None or not any(ownership.in_scope(node, scopes[h])
+                                   for h in live):
+            continue
+        svc = snap.services.get(inst.host)
+        problems.append(Problem(
+            'instances on a live host', inst.uuid,
+            'still on %s (%s), node %s, %s/%s' % (
+                inst.host, 'forced down' if svc and svc.forced_down
+                else 'disabled and stopped', inst.node, inst.vm_state,
+                inst.task_state), TAKEOVER_GRACE, inst.host.lower()))
+    return problems
+
+
+def task_state_problems(snap: observe.Snapshot) -> list[Problem]:
+    """No server keeps a task state (a claim above all) past its bound."""
+    problems = []
+    for inst in snap.instances.values():
+        if inst.deleted or not inst.task_state:
+            continue
+        claim = fencing.parse_claim(inst.task_state) is not None
+        problems.append(Problem(
+            'task states end', inst.uuid,
+            'task state %s on %s (%s)' % (inst.task_state, inst.host,
+                                          inst.vm_state),
+            CLAIM_GRACE if claim else TASK_GRACE, inst.task_state))
     return problems
 
 
@@ -293,7 +359,7 @@ def ironic_problems(snap: observe.Snapshot) -> list[Problem]:
                 'node available again', node.uuid, 'in maintenance: %s'
                 % node.last_error, IRONIC_GRACE, 'maintenance'))
         if node.instance_uuid is None:
-            if node.provision_state not in SETTLING:
+            if node.provision_state != AVAILABLE:
                 problems.append(Problem(
                     'node available again', node.uuid,
                     'no instance, provision state %r (%s)' % (
@@ -365,11 +431,18 @@ def allocation_problems(snap: observe.Snapshot) -> list[Problem]:
     return problems
 
 
+#: A problem not seen for this long is gone; one back sooner goes on
+#: counting from when it was first seen (one sample that misses a flapping
+#: problem does not start its clock again).
+ABSENT = 3 * PERIOD
+
+
 class Tracker:
     """Turns problems that last into violations, each once."""
 
     def __init__(self) -> None:
         self.first_seen: dict[tuple[str, str, str], float] = {}
+        self.last_seen: dict[tuple[str, str, str], float] = {}
         self.reported: set[tuple[str, str, str]] = set()
 
     def update(self, problems: Iterable[Problem], now: float,
@@ -383,6 +456,7 @@ class Tracker:
         seen = set()
         for p in problems:
             seen.add(p.key)
+            self.last_seen[p.key] = now
             first = self.first_seen.setdefault(p.key, now)
             if p.key in self.reported:
                 continue
@@ -396,9 +470,11 @@ class Tracker:
                 self.reported.add(p.key)
                 out.append(p)
         for key in set(self.first_seen) - seen:
-            del self.first_seen[key]
+            if now - self.last_seen[key] > ABSENT:
+                del self.first_seen[key]
+                del self.last_seen[key]
         return out
 
     def pending(self) -> set[tuple[str, str, str]]:
-        """Problems seen now, violations or not."""
+        """Problems seen lately, violations or not."""
         return set(self.first_seen)

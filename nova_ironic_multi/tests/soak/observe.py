@@ -187,6 +187,9 @@ PERIOD_LINE = re.compile(
     r"Managing (?P<owned>\d+) Ironic nodes \((?P<mine>\d+) with this "
     r"host's instances\) of (?P<listed>\d+) listed: .*?; peers "
     r'(?P<peers>\S*?),? ring ')
+#: nova's resource tracker, once per node it reports each period (the
+#: computes log nova.compute.resource_tracker at DEBUG).
+REPORT_LINE = re.compile(r'Final resource view: name=(?P<node>\S+) ')
 STAMP = re.compile(r'^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(\.\d+)?')
 #: Lines worth counting in the report, by what they mean.
 NOTABLE = {
@@ -231,10 +234,16 @@ class LogFollower:
         self.offset = 0
         self._rest = b''
         self.last: Period | None = None
+        #: node -> UNIX time nova's resource tracker last reported it.
+        self.reports: dict[str, float] = {}
         self.counts: dict[str, int] = dict.fromkeys(NOTABLE, 0)
         #: The first line of each ERROR block, numbers and UUIDs masked.
         self.errors: dict[str, int] = {}
         self._block = ''
+
+    def reported(self, now: float, window: float) -> set[str]:
+        """The nodes reported within ``window`` seconds before ``now``."""
+        return {n for n, at in self.reports.items() if now - at <= window}
 
     def skip_to_end(self) -> None:
         try:
@@ -262,6 +271,12 @@ class LogFollower:
                 if pattern.search(line):
                     self.counts[name] += 1
             self._error(line)
+            r = REPORT_LINE.search(line)
+            if r is not None:
+                at = log_time(line)
+                if at is not None:
+                    self.reports[r.group('node')] = at
+                continue
             m = PERIOD_LINE.search(line)
             if m is None:
                 continue

@@ -31,7 +31,9 @@ Another thread follows every request in nova's databases until it ends:
 A request still under way past its bound (counted from its sending, and at
 least :data:`AFTER_FAULT` after the last fault) is stuck; an error that
 names no cause and a server that ends in another state than asked without
-any error are violations too.
+any error are violations too. A server that ended in ERROR is watched on
+until the workload acts on it again or deletes it: nova must not revive it
+(ACTIVE or SHUTOFF with the fault that told the user to boot again).
 """
 
 from __future__ import annotations
@@ -149,6 +151,9 @@ class Workload:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.monitor_errors = 0
+        #: Servers whose request ended in ERROR (in the cell), until the
+        #: workload acts on them again: uuid -> the request's label.
+        self.errored: dict[str, str] = {}
 
     # Threads ---------------------------------------------------------------
 
@@ -308,6 +313,8 @@ class Workload:
                           time.monotonic(), expect, list(servers), size)
             self.requests.append(req)
             self.busy.update(req.servers)
+            for uuid in req.servers:
+                self.errored.pop(uuid, None)
             return req
 
     def _call(self, req: Request, method: str, path: str,
@@ -422,6 +429,7 @@ class Workload:
             self.busy.difference_update(req.servers)
 
     def follow(self) -> None:
+        self._watch_errored()
         # (A request is followed once nova's API answered it.)
         pending = [r for r in self.pending()
                    if r.servers and r.http is not None]
@@ -435,6 +443,30 @@ class Workload:
         now = time.monotonic()
         for req in pending:
             self._judge(req, states, faults, events, now)
+
+    def _watch_errored(self) -> None:
+        """An ERROR a request ended in sticks until the workload acts."""
+        with self.lock:
+            watched = dict(self.errored)
+        if not watched:
+            return
+        states = self._states(sorted(watched))
+        for uuid, label in watched.items():
+            state = states.get(uuid)
+            if state is None or state.deleted:
+                with self.lock:
+                    self.errored.pop(uuid, None)
+                continue
+            if state.vm_state in ('active', 'stopped'):
+                with self.lock:
+                    if self.errored.pop(uuid, None) is None:
+                        continue    # acted on meanwhile
+                self.violation(
+                    'an ERROR sticks', label,
+                    'server %s ended in ERROR, then nova made it %s on %s '
+                    '(node %s) with nobody asking' % (
+                        uuid, STATUS.get(state.vm_state, state.vm_state),
+                        state.host, state.node), self.step())
 
     def _states(self, uuids: list[str]) -> dict[str, Server]:
         out: dict[str, Server] = {}
@@ -490,6 +522,10 @@ class Workload:
             result = self._result(req, uuid, state, faults, events, now)
             if result is not None:
                 req.results[uuid] = result
+                if (result.startswith('error') and state is not None and
+                        state.cell == 'cell1'):
+                    with self.lock:
+                        self.errored[uuid] = req.label()
         if len(req.results) == len(req.servers):
             outcomes = {r.split(':', 1)[0] for r in req.results.values()}
             outcome = outcomes.pop() if len(outcomes) == 1 else 'partial'

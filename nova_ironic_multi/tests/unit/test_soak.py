@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import io
 import json
 import os
@@ -100,94 +99,142 @@ class ScheduleTest(unittest.TestCase):
         self.assertIn('#1 after', plan[0].describe())
 
 
-class ExpectedDivisionTest(unittest.TestCase):
-    def test_free_nodes_divided_once_between_live_peers(self) -> None:
-        snap = snapshot([node(u) for u in G1])
-        divisions = inv.expected(snap, CONFIGS, {'host1', 'host2'})
-        owners = inv.managers(divisions)
-        self.assertEqual(set(owners), set(G1))
-        for uuid, hosts in owners.items():
-            self.assertEqual(hosts, [ring_owner(['host1', 'host2'], uuid)])
+class ReportingTest(unittest.TestCase):
+    """What the hosts reported (nova's resource tracker), held against the
+    facts: each check fails on the defect it is there to see.
+    """
 
-    def test_a_host_down_forced_down_or_disabled_gets_nothing_free(
-            self) -> None:
-        for down in (service('host2', age=60),
-                     service('host2', forced_down=True),
+    RUNNING = {'host1', 'host2'}
+
+    def problems(self, snap: observe.Snapshot,
+                 reported: dict[str, set[str]],
+                 configs: dict[str, inv.HostConfig] = CONFIGS,
+                 running: set[str] | None = None) -> set[tuple[str, str]]:
+        running = self.RUNNING if running is None else running
+        must = inv.should_be_managed(snap, configs, running)
+        return {(p.invariant, p.subject) for p in inv.reporting_problems(
+            snap, configs, running, reported, must)}
+
+    def test_each_node_reported_once_by_a_live_host_is_fine(self) -> None:
+        rows = {u: ring_owner(['host1', 'host2'], u) for u in G1}
+        snap = snapshot([node(u) for u in G1], rows=rows)
+        reported = {h: {u for u, o in rows.items() if o == h}
+                    for h in self.RUNNING}
+        self.assertEqual(set(), self.problems(snap, reported))
+
+    def test_two_hosts_reporting_one_node(self) -> None:
+        # The double manager the old checker could not see while counts
+        # matched: both report G1[0].
+        rows = {u: 'host1' for u in G1}
+        snap = snapshot([node(u) for u in G1], rows=rows)
+        reported = {'host1': set(G1), 'host2': {G1[0]}}
+        self.assertEqual({('reported by one host', G1[0])},
+                         self.problems(snap, reported))
+
+    def test_a_node_nobody_reports(self) -> None:
+        rows = {u: 'host1' for u in G1}
+        snap = snapshot([node(u) for u in G1], rows=rows)
+        self.assertEqual({('reported by a live host', G1[5])},
+                         self.problems(snap, {'host1': set(G1[:5]),
+                                              'host2': set()}))
+        # Reported only by a host that is down: nobody live does.
+        down = snapshot([node(u) for u in G1], rows=rows,
+                        services=[service('host1'),
+                                  service('host2', age=60)])
+        self.assertEqual({('reported by a live host', G1[5])},
+                         self.problems(down, {'host1': set(G1[:5]),
+                                              'host2': {G1[5]}}))
+
+    def test_a_node_with_an_instance_is_its_hosts(self) -> None:
+        rows = {u: 'host1' for u in G1}
+        snap = snapshot([node(u, 'i' if u == G1[0] else None) for u in G1],
+                        [observe.Instance('i', 'host2', G1[0], 'active',
+                                          None, False)], rows=rows)
+        self.assertEqual({("reported by its instance's host", G1[0])},
+                         self.problems(snap, {'host1': set(G1),
+                                              'host2': set()}))
+        rows[G1[0]] = 'host2'
+        snap = snapshot([node(u, 'i' if u == G1[0] else None) for u in G1],
+                        [observe.Instance('i', 'host2', G1[0], 'active',
+                                          None, False)], rows=rows)
+        self.assertEqual(set(), self.problems(
+            snap, {'host1': set(G1[1:]), 'host2': {G1[0]}}))
+
+    def test_a_node_out_of_the_reporters_scope(self) -> None:
+        g2 = '22222222-0000-0000-0000-000000000000'
+        rows = {u: 'host1' for u in G1}
+        rows[g2] = 'host1'
+        snap = snapshot([node(u) for u in G1] + [node(g2, group='g2')],
+                        rows=rows)
+        self.assertEqual({('reported within scope', g2)}, self.problems(
+            snap, {'host1': set(G1) | {g2}, 'host2': set()}))
+
+    def test_the_row_names_the_reporting_host(self) -> None:
+        rows = {u: 'host1' for u in G1}
+        rows[G1[0]] = 'host2'
+        snap = snapshot([node(u) for u in G1], rows=rows)
+        self.assertEqual({('compute node of the reporting host', G1[0])},
+                         self.problems(snap, {'host1': set(G1),
+                                              'host2': set()}))
+
+
+class SettlingTest(unittest.TestCase):
+    """The states that must end, each within its bound."""
+
+    def test_a_fenced_or_drained_hosts_instances_must_move(self) -> None:
+        # The stranded instance of two drains at once, or of a takeover
+        # that never happens: on a host that is forced down, or disabled
+        # and stopped, with a live host whose scope holds the node.
+        for gone in (service('host2', forced_down=True),
                      service('host2', disabled=True)):
-            snap = snapshot([node(u) for u in G1],
-                            services=[service('host1'), down])
-            divisions = inv.expected(snap, CONFIGS, {'host1', 'host2'})
-            self.assertEqual(divisions['host1'].owned, set(G1))
-            self.assertEqual(divisions['host2'].owned, set())
+            snap = snapshot([node(G1[0], 'i')],
+                            [observe.Instance('i', 'host2', G1[0], 'active',
+                                              None, False)],
+                            services=[service('host1'), gone])
+            problems = inv.stranded_problems(snap, CONFIGS, {'host1'})
+            self.assertEqual([('instances on a live host', 'i')],
+                             [(p.invariant, p.subject) for p in problems])
+            self.assertEqual(inv.TAKEOVER_GRACE, problems[0].grace)
+        # Merely down (not fenced): it waits for its host. Disabled but
+        # running: it manages its instances.
+        for host2, running in ((service('host2', age=60), {'host1'}),
+                               (service('host2', disabled=True),
+                                {'host1', 'host2'})):
+            snap = snapshot([node(G1[0], 'i')],
+                            [observe.Instance('i', 'host2', G1[0], 'active',
+                                              None, False)],
+                            services=[service('host1'), host2])
+            self.assertEqual([], inv.stranded_problems(snap, CONFIGS,
+                                                       running))
+        # Nobody live could take it (another conductor group).
+        snap = snapshot([node(G1[0], 'i', group='g2')],
+                        [observe.Instance('i', 'host2', G1[0], 'active',
+                                          None, False)],
+                        services=[service('host1'),
+                                  service('host2', forced_down=True)])
+        self.assertEqual([], inv.stranded_problems(snap, CONFIGS,
+                                                   {'host1'}))
 
-    def test_nodes_of_instances_and_orphans_stay_with_their_host(
-            self) -> None:
-        away = next(u for u in G1
-                    if ring_owner(['host1', 'host2'], u) == 'host1')
-        orphan_node = next(u for u in G1 if u != away and
-                           ring_owner(['host1', 'host2'], u) == 'host1')
+    def test_no_task_state_outlives_its_bound(self) -> None:
+        # The claim a cut-off move left (nova's API answered 409 to every
+        # action but delete) and any other leftover task state.
         snap = snapshot(
-            [node(u, 'i-live' if u == away else
-                  'i-gone' if u == orphan_node else None) for u in G1],
-            [observe.Instance('i-live', 'host2', away, 'active', None,
+            [node(G1[0], 'a'), node(G1[1], 'b'), node(G1[2], 'c')],
+            [observe.Instance('a', 'host1', G1[0], 'active',
+                              'nim-takeover:host2|', False),
+             observe.Instance('b', 'host1', G1[1], 'active', 'rebooting',
                               False),
-             observe.Instance('i-gone', 'host2', orphan_node, 'deleted',
-                              None, True)])
-        divisions = inv.expected(snap, CONFIGS, {'host1', 'host2'})
-        self.assertIn(away, divisions['host2'].owned)
-        self.assertIn(orphan_node, divisions['host2'].owned)
-        self.assertEqual(divisions['host2'].with_instance, 2)
-        self.assertNotIn(away, divisions['host1'].owned)
+             observe.Instance('c', 'host1', G1[2], 'active', None, False)])
+        got = {p.subject: p.grace for p in inv.task_state_problems(snap)}
+        self.assertEqual({'a': inv.CLAIM_GRACE, 'b': inv.TASK_GRACE}, got)
 
-    def test_a_host_out_of_its_peer_list_keeps_only_its_instances(
-            self) -> None:
-        busy = G1[0]
-        configs = {'host1': inv.HostConfig('g1', ('host1',)),
-                   'host2': inv.HostConfig('g1', ('host1',))}
-        snap = snapshot([node(u, 'i' if u == busy else None) for u in G1],
-                        [observe.Instance('i', 'host2', busy, 'active',
-                                          None, False)])
-        divisions = inv.expected(snap, configs, {'host1', 'host2'})
-        self.assertEqual(divisions['host2'].owned, {busy})
-        self.assertEqual(divisions['host1'].owned, set(G1) - {busy})
-
-    def test_different_peer_lists_show_as_a_double_manager(self) -> None:
-        configs = {'host1': inv.HostConfig('g1', ('host1',)),
-                   'host2': inv.HostConfig('g1', ('host1', 'host2'))}
-        snap = snapshot([node(u) for u in G1])
-        divisions = inv.expected(snap, configs, {'host1', 'host2'})
-        must = inv.should_be_managed(snap, configs, {'host1', 'host2'})
-        problems = inv.division_problems(snap, divisions, must)
-        doubled = [p for p in problems if p.invariant ==
-                   'managed by one host']
-        self.assertTrue(doubled)
-        self.assertTrue(all(p.grace == inv.DIVISION_GRACE for p in doubled))
-
-    def test_cell_rows_are_checked_against_the_division(self) -> None:
-        owner = {u: ring_owner(['host1', 'host2'], u) for u in G1}
-        nodes = [node(u) for u in G1]
-        right = snapshot(nodes, rows=owner)
-        divisions = inv.expected(right, CONFIGS, {'host1', 'host2'})
-        must = inv.should_be_managed(right, CONFIGS, {'host1', 'host2'})
-        self.assertEqual(inv.division_problems(right, divisions, must), [])
-        wrong = dict(owner)
-        wrong[G1[0]] = 'host2' if owner[G1[0]] == 'host1' else 'host1'
-        snap = snapshot(nodes, rows=wrong)
-        problems = inv.division_problems(snap, divisions, must)
-        self.assertEqual([(p.invariant, p.subject) for p in problems],
-                         [('compute node of the manager', G1[0])])
-
-    def test_shards_divide_by_shard(self) -> None:
-        configs = {h: dataclasses.replace(c, divide='shards')
-                   for h, c in CONFIGS.items()}
-        nodes = [node(u, shard='shard-%d' % (i % 2))
-                 for i, u in enumerate(G1)]
-        divisions = inv.expected(snapshot(nodes), configs,
-                                 {'host1', 'host2'})
-        owners = inv.managers(divisions)
-        for shard in ('shard-0', 'shard-1'):
-            hosts = {owners[n.uuid][0] for n in nodes if n.shard == shard}
-            self.assertEqual(len(hosts), 1, shard)
+    def test_a_tear_down_stuck_in_cleaning_fails(self) -> None:
+        snap = snapshot([node(G1[0], state='clean wait'),
+                         node(G1[1], state='cleaning'),
+                         node(G1[2], state='available')])
+        self.assertEqual(
+            {(G1[0], inv.IRONIC_GRACE), (G1[1], inv.IRONIC_GRACE)},
+            {(p.subject, p.grace) for p in inv.ironic_problems(snap)})
 
 
 class ChecksTest(unittest.TestCase):
@@ -271,13 +318,27 @@ class TrackerTest(unittest.TestCase):
         p = self.problem(10)
         t.update([p], 0, 0)
         t.update([], 8, 0)
-        self.assertEqual(t.update([p], 12, 0), [])
-        self.assertEqual(t.update([p], 23, 0), [p])
+        gone = 8 + inv.ABSENT + 1
+        t.update([], gone, 0)
+        self.assertEqual(t.update([p], gone + 1, 0), [])
+        self.assertEqual(t.update([p], gone + 12, 0), [p])
 
     def test_a_new_expectation_is_a_new_problem(self) -> None:
         t = inv.Tracker()
         t.update([self.problem(10, 'a')], 0, 0)
         self.assertEqual(t.update([self.problem(10, 'b')], 11, 0), [])
+
+    def test_one_sample_that_misses_a_problem_keeps_its_clock(
+            self) -> None:
+        # A flapping problem (seen, missed once, seen again) is one
+        # problem: its grace runs from when it was first seen.
+        t = inv.Tracker()
+        p = self.problem(10)
+        t.update([p], 0, 0)
+        t.update([], 2, 0)
+        t.update([p], 4, 0)
+        t.update([], 6, 0)
+        self.assertEqual(t.update([p], 11, 0), [p])
 
     def test_no_grace_is_a_violation_at_once_even_during_a_fault(
             self) -> None:
@@ -317,6 +378,24 @@ class LogFollowerTest(unittest.TestCase):
         follower.poll()
         self.assertEqual((follower.last.owned, follower.last.mine), (5, 2))
         self.assertEqual(follower.errors, {'x [#] Node # failed': 2})
+
+    def test_reads_what_novas_resource_tracker_reported(self) -> None:
+        fd, path = tempfile.mkstemp()
+        self.addCleanup(os.unlink, path)
+        line = ('2026-11-01 14:10:%02d.500 77 DEBUG '
+                'nova.compute.resource_tracker [None req-1 - - - - - -] '
+                'Final resource view: name=%s phys_ram=1024MB used_ram=0MB '
+                'phys_disk=10GB used_disk=0GB total_vcpus=1 used_vcpus=0 '
+                'pci_stats=[] stats={} {{(pid=77) _report_final_resource_'
+                'view x.py:1}}\n')
+        with os.fdopen(fd, 'w') as f:
+            f.write(line % (50, G1[0]) + line % (53, G1[1]))
+        follower = observe.LogFollower(path)
+        follower.poll()
+        at = observe.log_time(line % (53, G1[1]))
+        assert at is not None
+        self.assertEqual({G1[0], G1[1]}, follower.reported(at, 5))
+        self.assertEqual({G1[1]}, follower.reported(at + 1, 3))
 
 
 class ReportTest(unittest.TestCase):
