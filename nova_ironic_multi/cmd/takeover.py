@@ -345,8 +345,11 @@ def _move_one(ctxt: Any, move: Move, source: str, dst: Any,
         if (inst.host or '').lower() != source.lower():
             done.elsewhere[uuid] = inst.host or '-'
             continue
+        # (A claim an earlier run left holds the task state it found.)
+        held = fencing.parse_claim(inst.task_state)
+        state = held[1] if held is not None else inst.task_state
         in_flight = (not inst.deleted and
-                     inflight.needs_recovery(inst.vm_state, inst.task_state))
+                     inflight.needs_recovery(inst.vm_state, state))
         if in_flight:
             fencing.record(uuid, source, dst.host, fencing.MANUAL_ACTION,
                            ctxt)
