@@ -537,12 +537,8 @@ class Drain:
     @staticmethod
     def _reread(inst: Any) -> Any | None:
         """The instance as nova has it now, or None (gone, or unreadable)."""
-        ctxt = nova_context.get_admin_context(read_deleted='yes')
         try:
-            return objects.Instance.get_by_uuid(ctxt, inst.uuid,
-                                                expected_attrs=[])
-        except exception.InstanceNotFound:
-            return None
+            return fencing.read_now(inst.uuid, deleted=True)
         except (exception.NovaException,
                 oslo_messaging.MessagingException) as e:
             LOG.error('Draining: cannot read instance %(inst)s again: '

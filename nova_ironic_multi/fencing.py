@@ -207,6 +207,21 @@ class MovedAway(exception.UnexpectedTaskStateError):
                'is dropped.')
 
 
+def read_now(uuid: str, deleted: bool = False) -> Any | None:
+    """The instance as nova has it now, or None if nova has no such one.
+
+    :param deleted: a deleted instance too.
+    :raises nova.exception.NovaException: nova cannot say now.
+    :raises oslo_messaging.MessagingException: nova cannot say now.
+    """
+    ctxt = nova_context.get_admin_context(
+        read_deleted='yes' if deleted else 'no')
+    try:
+        return objects.Instance.get_by_uuid(ctxt, uuid, expected_attrs=[])
+    except exception.InstanceNotFound:
+        return None
+
+
 def ensure_here(instance: Any, here: str) -> None:
     """Refuse to act on an instance nova says is on another host.
 
@@ -216,11 +231,8 @@ def ensure_here(instance: Any, here: str) -> None:
 
     :raises MovedAway: it is on another host now.
     """
-    try:
-        current = objects.Instance.get_by_uuid(
-            nova_context.get_admin_context(), instance.uuid,
-            expected_attrs=[])
-    except exception.InstanceNotFound:
+    current = read_now(instance.uuid)
+    if current is None:
         return
     if current.host and current.host.lower() != here.lower():
         LOG.warning('Instance %(inst)s is now on host %(host)s, not on this '

@@ -47,11 +47,11 @@ import functools
 import types
 from typing import Any
 
-from nova import context as nova_context
 from nova import exception
-from nova import objects
 from oslo_log import log as logging
 import oslo_messaging
+
+from nova_ironic_multi import fencing
 
 LOG = logging.getLogger(__name__)
 
@@ -88,18 +88,15 @@ def elsewhere(instance: Any, here: str) -> str | None:
     now (the request goes on; the driver checks again).
     """
     try:
-        current = objects.Instance.get_by_uuid(
-            nova_context.get_admin_context(), instance.uuid,
-            expected_attrs=[])
-    except exception.InstanceNotFound:
-        return None
+        current = fencing.read_now(instance.uuid)
     except (exception.NovaException,
             oslo_messaging.MessagingException) as e:
         LOG.warning('Cannot read where instance %(inst)s is now (%(err)s): '
                     'acting on the request as it came',
                     {'inst': instance.uuid, 'err': e})
         return None
-    if current.host and current.host.lower() != here.lower():
+    if current is not None and current.host and (
+            current.host.lower() != here.lower()):
         return str(current.host)
     return None
 

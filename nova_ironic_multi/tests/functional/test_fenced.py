@@ -262,6 +262,15 @@ class QueuedRequestsTest(FencedCase):
     its new host has it: no ERROR, no fault, Ironic's node untouched.
     """
 
+    def host2_returns(self, compute2: Any) -> None:
+        """host2, unfenced, starts again and runs two periods."""
+        self.admin_api.put_service_force_down(self.service('host2')['id'],
+                                              False)
+        self.computes['host2'] = self.restart_compute_service(
+            compute2, keep_hypervisor_state=False)
+        for _ in range(2):
+            self._run_periodics()
+
     def server_view(self, server: dict[str, Any]) -> tuple[Any, ...]:
         got = self.api.get_server(server['id'])
         return (got['status'], got['OS-EXT-STS:task_state'],
@@ -315,12 +324,7 @@ class QueuedRequestsTest(FencedCase):
         self.assertEqual(states.POWER_OFF, ironic[stop['id']][2])
 
         # host2 comes back, unfenced, and reads the three queued casts.
-        self.admin_api.put_service_force_down(self.service('host2')['id'],
-                                              False)
-        self.computes['host2'] = self.restart_compute_service(
-            compute2, keep_hypervisor_state=False)
-        for _ in range(2):
-            self._run_periodics()
+        self.host2_returns(compute2)
         for server, method in ((rescue, 'rescue_instance'),
                                (unrescue, 'unrescue_instance'),
                                (stop, 'stop_instance')):
@@ -393,12 +397,7 @@ class QueuedRequestsTest(FencedCase):
                          self.deployed(nodes[restored['id']]))
 
         # host2 comes back and reads the two queued casts: dropped.
-        self.admin_api.put_service_force_down(self.service('host2')['id'],
-                                              False)
-        self.computes['host2'] = self.restart_compute_service(
-            compute2, keep_hypervisor_state=False)
-        for _ in range(2):
-            self._run_periodics()
+        self.host2_returns(compute2)
         for server, method in ((deleted, 'soft_delete_instance'),
                                (restored, 'restore_instance')):
             self.assertEqual(settled[server['id']], self.server_view(server))
