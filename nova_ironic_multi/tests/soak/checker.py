@@ -27,9 +27,11 @@ too.
 
 Convergence. After a transition, the first sample where every running
 compute that should be up is up (and those that should not be are seen
-down), every running compute has logged a period since that matches, the
-cell records each node where the division puts it, and no grace problem is
-left: that is the time the transition took to converge.
+down), every running compute has logged a period since, each node is
+reported as :func:`invariants.reporting_problems` wants and nova's row
+names that host, a fenced or drained host's instances are on live hosts,
+and no grace problem is left: that is the time the transition took to
+converge.
 """
 
 from __future__ import annotations
