@@ -17,11 +17,15 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import tempfile
+import time
 import unittest
+from unittest import mock
 
 from nova_ironic_multi import rings
 from nova_ironic_multi.tests.soak import __main__ as soak_main
+from nova_ironic_multi.tests.soak import checker as checker_mod
 from nova_ironic_multi.tests.soak import invariants as inv
 from nova_ironic_multi.tests.soak import observe
 from nova_ironic_multi.tests.soak import report
@@ -396,6 +400,81 @@ class LogFollowerTest(unittest.TestCase):
         assert at is not None
         self.assertEqual({G1[0], G1[1]}, follower.reported(at, 5))
         self.assertEqual({G1[1]}, follower.reported(at + 1, 3))
+
+
+class CheckerTest(unittest.TestCase):
+    """The checker's own pipeline: the computes' logs in, violations out."""
+
+    RT = ('%s.000 77 DEBUG nova.compute.resource_tracker [-] Final '
+          'resource view: name=%s phys_ram=1024MB used_ram=0MB\n')
+    PERIOD = ("%s.000 77 INFO nova_ironic_multi.inventory [-] Managing %d "
+              "Ironic nodes (0 with this host's instances) of 6 listed: 0 "
+              "free in scope, 0 with other hosts' instances, 0 out of "
+              "scope; peers host1,host2, ring compatible/2^5; listing took "
+              "0.01s, division 0.001s\n")
+    WALL = 1_800_000_000.0
+
+    def setUp(self) -> None:
+        root = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, root)
+        self.logs = {h: os.path.join(root, h + '.log')
+                     for h in ('host1', 'host2')}
+        for path in self.logs.values():
+            open(path, 'w').close()
+        self.snap = snapshot([node(u) for u in G1],
+                             rows={u: 'host1' for u in G1})
+        self.violations: list[checker_mod.Violation] = []
+        dbs = mock.Mock()
+        dbs.snapshot.side_effect = lambda: self.snap
+        with self.at(0):
+            self.checker = checker_mod.Checker(
+                1, dbs, {h: observe.LogFollower(p)
+                         for h, p in self.logs.items()},
+                lambda: (dict(CONFIGS), {'host1', 'host2'}, {'g1'}),
+                lambda: [], 0.0, self.violations.append)
+
+    def at(self, seconds: float) -> contextlib.ExitStack:
+        stack = contextlib.ExitStack()
+        stack.enter_context(mock.patch.object(
+            checker_mod.time, 'monotonic', return_value=seconds))
+        stack.enter_context(mock.patch.object(
+            checker_mod.time, 'time', return_value=self.WALL + seconds))
+        return stack
+
+    def period(self, seconds: float, reports: dict[str, list[str]]) -> None:
+        """Each host's period at ``seconds``: the nodes it reported."""
+        stamp = time.strftime('%Y-%m-%d %H:%M:%S',
+                              time.localtime(self.WALL + seconds))
+        for host, nodes in reports.items():
+            with open(self.logs[host], 'a') as f:
+                f.writelines(self.RT % (stamp, n) for n in nodes)
+                f.write(self.PERIOD % (stamp, len(nodes)))
+
+    def sample(self, seconds: float) -> None:
+        with self.at(seconds):
+            self.checker.sample()
+
+    def test_two_hosts_reporting_one_node_is_a_violation(self) -> None:
+        # Each host's own periods say nothing wrong (counts); nova's
+        # resource trackers on both report G1[0].
+        for t in (0, 5, 10, 15, 20, 25):
+            self.period(t, {'host1': G1, 'host2': [G1[0]]})
+            self.sample(t + 1)
+        self.assertEqual([('reported by one host', G1[0])],
+                         [(v.invariant, v.subject) for v in self.violations])
+
+    def test_a_node_that_moves_once_is_no_violation(self) -> None:
+        self.period(0, {'host1': G1, 'host2': []})
+        self.sample(1)
+        # host2 takes G1[0] over (its row follows); host1 stops reporting
+        # it.
+        self.snap = snapshot([node(u) for u in G1],
+                             rows={u: 'host2' if u == G1[0] else 'host1'
+                                   for u in G1})
+        for t in (5, 10, 15, 20, 25, 30, 35):
+            self.period(t, {'host1': G1[1:], 'host2': [G1[0]]})
+            self.sample(t + 1)
+        self.assertEqual([], self.violations)
 
 
 class ReportTest(unittest.TestCase):
