@@ -68,6 +68,15 @@ class FencedCase(base.IronicCellTestCase):
                       test_actions.OTHER_IMAGE):
             self.glance.create(None, dict(image))
 
+    def host2_returns(self, compute2: Any) -> None:
+        """host2, unfenced, starts again and runs two periods."""
+        self.admin_api.put_service_force_down(self.service('host2')['id'],
+                                              False)
+        self.computes['host2'] = self.restart_compute_service(
+            compute2, keep_hypervisor_state=False)
+        for _ in range(2):
+            self._run_periodics()
+
     def ironic_node(self, node: str) -> dict[str, Any]:
         got = self.ironic.wait_idle(node)
         return {'instance_uuid': got.instance_uuid,
@@ -200,12 +209,7 @@ class FencedTakeoverTest(FencedCase):
 
         # host2 comes back and is unfenced: it keeps off the moved servers
         # and nothing flaps back.
-        self.admin_api.put_service_force_down(self.service('host2')['id'],
-                                              False)
-        self.computes['host2'] = self.restart_compute_service(
-            compute2, keep_hypervisor_state=False)
-        for _ in range(2):
-            self._run_periodics()
+        self.host2_returns(compute2)
         reported = self.reported()
         for server in servers:
             node = nodes[server['id']]
@@ -261,15 +265,6 @@ class QueuedRequestsTest(FencedCase):
     started. When host2 comes back it reads them; each server must stay as
     its new host has it: no ERROR, no fault, Ironic's node untouched.
     """
-
-    def host2_returns(self, compute2: Any) -> None:
-        """host2, unfenced, starts again and runs two periods."""
-        self.admin_api.put_service_force_down(self.service('host2')['id'],
-                                              False)
-        self.computes['host2'] = self.restart_compute_service(
-            compute2, keep_hypervisor_state=False)
-        for _ in range(2):
-            self._run_periodics()
 
     def server_view(self, server: dict[str, Any]) -> tuple[Any, ...]:
         got = self.api.get_server(server['id'])
