@@ -1536,7 +1536,7 @@ def test_e6_scale_in_and_out_with_drain_on_stop(
     record_ids, generations, marks, sampler = watch_handover(env)
     try:
         stopped_at = time.time()
-        compute.process.signal(signal.SIGTERM)
+        env.dep.terminate(compute)
         moved: dict[str, float] = {}
 
         def handed_over(name: str) -> None:
@@ -1909,7 +1909,7 @@ def test_f3_nova_shard_option_with_divide_shards_refuses_to_start(
     division = env.db_division()
     host2.ironic_overrides['shard'] = 'shard-0'
     host2.write_conf()
-    host2.process.signal(signal.SIGTERM)
+    env.dep.terminate(host2)
     assert host2.process.wait(STOP_TIMEOUT) == 0, host2.process.tail()
     mark = host2.process.log_size()
     host2.start()
@@ -1962,7 +1962,7 @@ def test_f3a_every_host_restarted_with_tooz_membership(
                       'tooz_member_timeout': str(TOOZ_MEMBER_TIMEOUT),
                       'tooz_heartbeat_interval': str(TOOZ_HEARTBEAT)}
     for host in HOSTS:
-        env.compute(host).process.signal(signal.SIGTERM)
+        env.dep.terminate(env.compute(host))
     marks = {}
     for host in HOSTS:
         compute = env.compute(host)
@@ -2018,6 +2018,8 @@ def test_f4_sighup_back_to_nodes(env: Env) -> None:
 def test_d3_sigterm_stops_every_compute_gracefully(
         env: Env, figures: list[str]) -> None:
     marks = {h: env.compute(h).process.log_size() for h in HOSTS}
+    for host in HOSTS:
+        env.dep.wait_serving(env.compute(host))
     for host in HOSTS:
         env.compute(host).process.signal(signal.SIGTERM)
     started = time.monotonic()

@@ -56,6 +56,14 @@ def _kill(soak: runner.Soak, host: str, signo: int) -> int | None:
     compute = soak.dep.computes[host]
     soak.quiesce(host)
     soak.intended_down.add(compute.process.name)
+    if signo == signal.SIGTERM and compute.process.running():
+        # A graceful stop is judged once the start is over (see
+        # Deployment.wait_serving); a compute that never gets there is a
+        # violation of its own, and is stopped all the same.
+        try:
+            soak.dep.wait_serving(compute)
+        except (processes.Timeout, processes.ProcessDied) as e:
+            soak.violation('a compute starts', host, str(e)[:500])
     compute.process.signal(signo)
     status = compute.process.wait(STOP_TIMEOUT)
     if status is None:
