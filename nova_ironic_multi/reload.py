@@ -89,6 +89,13 @@ MUTABLE = PARTITION + (('ironic_multi', 'takeover'),
 CHECKED = (('ironic_multi', 'membership_driver'),
            ('ironic_multi', 'tooz_backend_url'))
 
+#: nova's options of the partition that oslo.config applies at start only
+#: (nova registers them immutable): it logs "Ignoring change to immutable
+#: option" and keeps the start value. A reload that changes one is refused
+#: whole, or it would apply the new mutable options (the conductor group)
+#: with the old list or shard: a mix no file ever described.
+START_ONLY = (('ironic', 'peer_list'), ('ironic', 'shard'))
+
 #: Attempts of :func:`consistent` before it gives up.
 _ATTEMPTS = 5
 
@@ -250,6 +257,15 @@ def _label(key: tuple[str, str]) -> str:
     return '[%s] %s' % key
 
 
+def _listed(value: Any) -> str:
+    """A value as the configuration file writes it."""
+    if value is None:
+        return '(unset)'
+    if isinstance(value, list):
+        return ','.join(str(v) for v in value)
+    return str(value)
+
+
 def _unworkable(conf: cfg.ConfigOpts) -> dict[tuple[str, str], str]:
     """The options of :data:`CHECKED` whose new value cannot work, and why.
 
@@ -274,6 +290,28 @@ def _unworkable(conf: cfg.ConfigOpts) -> dict[tuple[str, str], str]:
     except tooz_backends.Unusable as e:
         return {CHECKED[1]: str(e)}
     return {}
+
+
+def _start_only_changes(conf: cfg.ConfigOpts) -> dict[tuple[str, str], Any]:
+    """The options of :data:`START_ONLY` the new files change: their new
+    values (None if unreadable); those oslo.config re-reads are skipped.
+    """
+    changed: dict[tuple[str, str], Any] = {}
+    for key in START_ONLY:
+        try:
+            in_force = read(conf, *key)
+        except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+            continue
+        except (cfg.Error, ValueError):
+            continue
+        try:
+            new = read_new(conf, *key)
+        except (cfg.Error, ValueError):
+            changed[key] = None
+            continue
+        if new != in_force:
+            changed[key] = new
+    return changed
 
 
 def on_mutate(conf: cfg.ConfigOpts,
@@ -309,7 +347,8 @@ def on_mutate(conf: cfg.ConfigOpts,
         changed = [k for k, v in values.items()
                    if k in _STATE.last_good and v != _STATE.last_good[k]]
         unworkable = _unworkable(conf)
-        if not errors and not unworkable:
+        start_only = _start_only_changes(conf)
+        if not errors and not unworkable and not start_only:
             # (oslo.config itself logs every change as "Option ... changed
             # from [old] to [new]"; each driver logs its new partition.)
             _STATE.last_good.update(values)
@@ -327,12 +366,30 @@ def on_mutate(conf: cfg.ConfigOpts,
                           'is applied at start only and could not work '
                           'there: %(reason)s',
                           {'opt': _label(key), 'reason': reason})
-            LOG.error('Reload not applied: %(bad)s invalid, so %(held)s '
+            for key, new in start_only.items():
+                LOG.error('Reload: %(opt)s changed in the configuration '
+                          'files, but nova applies it at start only: '
+                          'restart nova-compute to change it (or put back '
+                          '%(opt)s = %(start)s and send SIGHUP again); '
+                          'the new value, %(new)s, is not applied.',
+                          {'opt': _label(key),
+                           'start': _listed(read(conf, *key)),
+                           'new': _listed(new)})
+            bad = [*errors, *unworkable]
+            fix = ('Fix %s in the configuration file' %
+                   ', '.join(_label(k) for k in bad) if bad else '')
+            if start_only:
+                fix += ('%s put %s back as at start' % (
+                    ' and' if fix else 'Restart nova-compute, or',
+                    ', '.join(_label(k) for k in start_only)))
+            LOG.error('Reload not applied: %(bad)s, so %(held)s '
                       'stay as they were; the last good values remain in '
-                      'force (%(good)s). Fix %(bad)s in the '
-                      'configuration file and send SIGHUP again.',
-                      {'bad': ', '.join(_label(k) for k in
-                                        [*errors, *unworkable]),
+                      'force (%(good)s). %(fix)s and send SIGHUP again.',
+                      {'bad': ', '.join(
+                          ['%s invalid' % _label(k) for k in bad] +
+                          ['%s changed (applied at start only)' % _label(k)
+                           for k in start_only]),
+                       'fix': fix,
                        'held': ', '.join(_label(k) for k in changed) or
                        'no other option',
                        'good': ', '.join(

@@ -67,7 +67,9 @@ The nova-compute hosts that share the nodes selected by ``partition_key``.
 
 Only hosts that are listed here and whose nova-compute service is up take
 part in the division, so hosts that serve other conductor groups are never
-counted. Host names are compared case-insensitively. Reloaded on SIGHUP.
+counted. Host names are compared case-insensitively. Reloaded on SIGHUP
+(nova's ``[ironic] peer_list`` is applied at start only: a reload that
+changes it is refused whole).
 
 Possible values:
 

@@ -624,3 +624,47 @@ def test_every_mutable_option_of_the_driver_is_checked_on_reload() -> None:
                if info['opt'].mutable}
     assert mutable
     assert mutable <= set(reload.MUTABLE)
+
+
+# nova's options of the partition that oslo.config applies at start only --
+
+@pytest.mark.parametrize('option, start, new', [
+    ('peer_list', 'host1', 'host1,host2'),
+    ('shard', 'shard-a', 'shard-b'),
+])
+def test_a_change_to_novas_start_only_options_refuses_the_whole_reload(
+        state: reload._State, tmp_path: pathlib.Path,
+        caplog: pytest.LogCaptureFixture, option: str, start: str,
+        new: str) -> None:
+    # nova 34 registers [ironic] peer_list and shard as immutable: oslo
+    # logs "Ignoring change to immutable option" and keeps the start value,
+    # so a reload that also changed the mutable conductor group applied
+    # the new group with the old list (or shard): a mix no file described.
+    path = tmp_path / 'nova.conf'
+    base = '[ironic]\nconductor_group = %s\n%s = %s\n'
+    path.write_text(base % ('g1', option, start))
+    conf = cfg.ConfigOpts()
+    conf.register_opts(nova_ironic_conf.ironic_options, group='ironic')
+    nim_conf.register_opts(conf)
+    conf(args=[], default_config_files=[str(path)])
+    listener = Listener(conf)
+    reload.watch(conf, listener)
+    expected = conf.ironic[option]
+    path.write_text(base % ('g2', option, new))
+    conf.mutate_config_files()
+    assert conf.ironic.conductor_group == 'g1'
+    assert reload.read(conf, 'ironic', 'conductor_group') == 'g1'
+    assert conf.ironic[option] == expected
+    assert ('Reload: [ironic] %s changed in the configuration files, but '
+            'nova applies it at start only: restart nova-compute to change '
+            'it' % option in caplog.text)
+    assert ('Reload not applied: [ironic] %s changed (applied at start '
+            'only), so [ironic] conductor_group stay as they were' % option
+            in caplog.text)
+    # Put back as it started: the rest of the new files applies.
+    caplog.clear()
+    path.write_text(base % ('g2', option, start))
+    conf.mutate_config_files()
+    assert conf.ironic.conductor_group == 'g2'
+    assert 'Reload not applied' not in caplog.text
+    assert state.pinned == set()
