@@ -163,6 +163,11 @@ class IronicDriver(virt_driver.ComputeDriver):
         except ironic.IronicMisconfigured as e:
             LOG.error('nova-ironic-multi refuses to start: %s', e)
             raise exception.InvalidConfiguration(str(e)) from e
+        except ironic.VersionNotSupported as e:
+            # Not a network problem: said as what it is. An upgraded
+            # Ironic is picked up by a later period.
+            LOG.error('%s The driver reports VirtDriverNotReady until then.',
+                      e)
         except ironic.IronicError as e:
             LOG.warning('Ironic cannot be reached yet (%s); the driver '
                         'reports VirtDriverNotReady until it can.', e)

@@ -74,6 +74,7 @@ import contextlib
 import enum
 import itertools
 import logging as std_logging
+import re
 import socket
 import threading
 import time
@@ -310,6 +311,30 @@ def version_tuple(text: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
+#: The range in python-ironicclient's UnsupportedVersion (wrapped text).
+_RANGE = re.compile(r'range\s+is:?\s+(\S+)\s+to\s+(\d+\.\d+)')
+
+
+def _too_old(endpoint: str, offered: Any) -> str:
+    """What an Ironic too old for this driver offers, and what it needs.
+
+    :param offered: the version negotiated, or python-ironicclient's
+        ``UnsupportedVersion`` (its message holds the range Ironic offers).
+    """
+    m = _RANGE.search(str(offered))
+    if m:
+        what = 'API versions %s to %s' % m.groups()
+    elif isinstance(offered, str):
+        what = 'API %s at most' % offered
+    else:
+        what = 'no API version this driver can use (%s)' % offered
+    return ('Ironic at %s offers %s; this driver needs %d.%d or newer '
+            '(%d.%d for [ironic_multi] divide = shards). Fix: upgrade '
+            'Ironic (nova-compute uses the new version without a restart) '
+            'or point [ironic] at a newer one.'
+            % ((endpoint, what) + MIN_VERSION + SHARD_VERSION))
+
+
 @contextlib.contextmanager
 def translated(what: str) -> Iterator[None]:
     """Turn client and keystoneauth exceptions into this module's."""
@@ -415,6 +440,9 @@ class Ironic:
         self._lock = threading.Lock()
         self._client: Any = None
         self._version: tuple[int, int] | None = None
+        #: ``(session, endpoint)`` of the last connection, for
+        #: :meth:`offers`.
+        self._where: tuple[Any, str] | None = None
         self._sleep = sleep
         #: ``fast``: how deep this thread is in :meth:`fail_fast` blocks.
         self._local = threading.local()
@@ -459,25 +487,61 @@ class Ironic:
                 return self._client
             with translated('connecting to Ironic'):
                 session, endpoint = self._session_and_endpoint()
-                client = ir_client.get_client(
-                    '1', session=session, endpoint=endpoint,
-                    # A list negotiates the highest version both sides know.
-                    os_ironic_api_version=NEGOTIATE,  # type: ignore[arg-type]
-                    max_retries=0, retry_interval=0)
+            return self._negotiate(session, endpoint)
+
+    def _negotiate(self, session: Any, endpoint: str) -> Any:
+        """A client of ``endpoint`` at the highest version both sides know.
+
+        Called with the lock held; the client is kept only on success.
+
+        :raises VersionNotSupported: Ironic offers no version this driver
+            can use; the message says which it offers and which it needs.
+        """
+        with translated('connecting to Ironic'):
+            client = ir_client.get_client(
+                '1', session=session, endpoint=endpoint,
+                # A list negotiates the highest version both sides know.
+                os_ironic_api_version=NEGOTIATE,  # type: ignore[arg-type]
+                max_retries=0, retry_interval=0)
+            self.requests['version'] += 1
+            try:
                 negotiated = client.negotiate_api_version()
-                self.requests['version'] += 1
-                # Read by _call(manager='node_pages').
-                client.node_pages = NodePages(  # type: ignore[attr-defined]
-                    client.http_client)
-            version = version_tuple(negotiated)
-            if version < MIN_VERSION:
-                raise VersionNotSupported(
-                    'Ironic API %s is older than %d.%d, the oldest this '
-                    'driver supports.' % ((negotiated,) + MIN_VERSION))
-            self._client, self._version = client, version
-            LOG.info('Connected to Ironic at %(url)s, API %(version)s',
-                     {'url': endpoint, 'version': negotiated})
-            return client
+            except ir_exc.UnsupportedVersion as e:
+                raise VersionNotSupported(_too_old(endpoint, e)) from e
+            # Read by _call(manager='node_pages').
+            client.node_pages = NodePages(  # type: ignore[attr-defined]
+                client.http_client)
+        version = version_tuple(negotiated)
+        if version < MIN_VERSION:
+            raise VersionNotSupported(_too_old(endpoint, negotiated))
+        self._client, self._version = client, version
+        self._where = (session, endpoint)
+        LOG.info('Connected to Ironic at %(url)s, API %(version)s',
+                 {'url': endpoint, 'version': negotiated})
+        return client
+
+    def offers(self, needed: tuple[int, int]) -> bool:
+        """Whether Ironic's API offers ``needed``, negotiating again if not.
+
+        python-ironicclient keeps the version it first negotiated for the
+        life of the client, so an Ironic upgraded since would go unseen
+        until nova-compute restarts. When the version in use is older than
+        ``needed``, one more negotiation (one request, never retried, as
+        inside a period) asks Ironic again; the new client replaces the
+        old one only if it connects.
+        """
+        if self.version >= needed:
+            return True
+        with self._lock:
+            if self._where is None:     # pragma: no cover (connected above)
+                return False
+            try:
+                self._negotiate(*self._where)
+            except IronicError as e:
+                LOG.debug('Negotiating the Ironic API version again '
+                          'failed: %s', e)
+            assert self._version is not None
+            return self._version >= needed
 
     def connect(self) -> None:
         """Authenticate, find Ironic and negotiate the version now.
@@ -708,7 +772,7 @@ class Ironic:
         if scope.conductor_group is not None:
             filters['conductor_group'] = scope.conductor_group
         if scope.shard is not None:
-            if self.version < SHARD_VERSION:
+            if not self.offers(SHARD_VERSION):
                 raise VersionNotSupported(
                     'Ironic API %d.%d cannot filter by shard (needs %d.%d); '
                     'refusing to manage nodes of every shard instead.'
@@ -741,14 +805,15 @@ class Ironic:
         """Fail closed when Ironic cannot filter or count by shard.
 
         :param why: the option that needs shards, for the message.
-        :raises VersionNotSupported: Ironic's API is older than 1.82.
+        :raises VersionNotSupported: Ironic's API is older than 1.82 (asked
+            again each time, so an upgraded Ironic is enough).
         """
-        if self.version < SHARD_VERSION:
+        if not self.offers(SHARD_VERSION):
             raise VersionNotSupported(
-                '%s needs Ironic API %d.%d (node shards); this Ironic offers '
-                'at most %d.%d. Refusing to divide the listing (it would '
-                'mean listing every node on every host). Fix: upgrade Ironic, '
-                'or set [ironic_multi] divide = nodes.'
+                '%s needs Ironic API %d.%d (node shards); this Ironic does '
+                'not offer it (API %d.%d in use). Refusing to divide the '
+                'listing (it would mean listing every node on every host). '
+                'Fix: upgrade Ironic, or set [ironic_multi] divide = nodes.'
                 % ((why,) + SHARD_VERSION + self.version))
 
     def shards(self) -> dict[str, int]:

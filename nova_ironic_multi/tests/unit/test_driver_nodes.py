@@ -472,6 +472,24 @@ class StartupTest(base.DriverTestCase):
         node = self.ironic.add_node()
         self.assertIn(node, drv.get_available_nodes())
 
+    def test_an_ironic_too_old_at_start_is_said_as_such(self) -> None:
+        # It was logged as "Ironic cannot be reached yet" (the network).
+        drv = driver.IronicDriver(virtapi.VirtAPI())
+        too_old = ironic.VersionNotSupported(
+            'Ironic at http://i:6385 offers API versions 1.1 to 1.40; this '
+            'driver needs 1.46 or newer')
+        self.ironic.fail('connect', too_old)
+        self.ironic.fail('list_nodes', too_old)
+        with self.assertLogs('nova_ironic_multi.driver', 'WARNING') as logs:
+            drv.init_host('host1')
+        (line,) = logs.output
+        self.assertTrue(line.startswith('ERROR:'), line)
+        self.assertIn('offers API versions 1.1 to 1.40; this driver needs '
+                      '1.46 or newer', line)
+        self.assertNotIn('cannot be reached', line)
+        self.assertRaises(exception.VirtDriverNotReady,
+                          drv.get_available_nodes)
+
     def test_keystone_outage_in_a_period_is_not_ready_never_empty(
             self) -> None:
         self.make_service('host1')

@@ -1103,3 +1103,75 @@ def test_novas_session_options_reach_the_session(
     session, endpoint = ironic.Ironic(conf)._session_and_endpoint()
     assert getattr(session, attribute) == expected
     assert endpoint == 'http://127.0.0.1:6385'
+
+
+def _ironic_offers(requests_mock: Any, url: str, maximum: str) -> None:
+    """Ironic's version document and headers, up to ``maximum``."""
+    versions = {'X-OpenStack-Ironic-API-Minimum-Version': '1.1',
+                'X-OpenStack-Ironic-API-Maximum-Version': maximum,
+                'X-OpenStack-Ironic-API-Version': maximum}
+    document = {'id': 'v1', 'version': maximum, 'min_version': '1.1'}
+    for path in ('/', '/v1'):
+        requests_mock.get(url + path, headers=versions, json={
+            'id': 'v1', 'version': document, 'default_version': document,
+            'versions': [document]})
+
+
+def test_an_ironic_too_old_is_named_with_the_versions(
+        requests_mock: Any) -> None:
+    # Through python-ironicclient's own negotiation: it raises
+    # UnsupportedVersion, which nova-compute logged as "Ironic cannot be
+    # reached yet" (pointing at the network).
+    url = 'http://ironic.test:6385'
+    _ironic_offers(requests_mock, url, '1.40')
+    client = ironic.Ironic(connection_conf(endpoint_override=url))
+    with pytest.raises(ironic.VersionNotSupported) as raised:
+        client.connect()
+    assert str(raised.value) == (
+        'Ironic at %s offers API versions 1.1 to 1.40; this driver needs '
+        '1.46 or newer (1.82 for [ironic_multi] divide = shards). Fix: '
+        'upgrade Ironic (nova-compute uses the new version without a '
+        'restart) or point [ironic] at a newer one.' % url)
+    # Upgraded: the next connection takes it, no restart.
+    _ironic_offers(requests_mock, url, '1.82')
+    client.connect()
+    assert client.version == (1, 82)
+
+
+def test_shards_after_an_ironic_upgrade_need_no_restart(
+        requests_mock: Any) -> None:
+    # The refusal said "Fix: upgrade Ironic", but the version negotiated
+    # first was kept for the process: upgrading was not enough.
+    url = 'http://ironic.test:6385'
+    _ironic_offers(requests_mock, url, '1.81')
+    client = ironic.Ironic(connection_conf(endpoint_override=url))
+    # (The versions asked for are 1.46 and 1.82: the highest below.)
+    assert client.version == (1, 46)
+    with pytest.raises(ironic.VersionNotSupported,
+                       match='needs Ironic API 1.82'):
+        client.require_shards('[ironic_multi] divide = shards')
+    _ironic_offers(requests_mock, url, '1.99')
+    client.require_shards('[ironic_multi] divide = shards')
+    assert client.version == (1, 82)
+    # One request asked again, then nothing more: the version is kept.
+    asked = len(requests_mock.request_history)
+    client.require_shards('[ironic_multi] divide = shards')
+    assert len(requests_mock.request_history) == asked
+
+
+def test_asking_for_the_version_again_is_one_request_not_retried(
+        requests_mock: Any) -> None:
+    url = 'http://ironic.test:6385'
+    _ironic_offers(requests_mock, url, '1.81')
+    conf = connection_conf(endpoint_override=url, connect_retries=5,
+                           connect_retry_delay=0, api_max_retries=5)
+    client = ironic.Ironic(conf, sleep=lambda s: None)
+    assert client.version == (1, 46)
+    for path in ('/', '/v1'):
+        requests_mock.get(url + path, status_code=503, json={})
+    before = len(requests_mock.request_history)
+    with pytest.raises(ironic.VersionNotSupported):
+        client.require_shards('Listing shards')
+    assert len(requests_mock.request_history) - before == 1
+    # The client in use stays: other requests go on at 1.46.
+    assert client.version == (1, 46)
