@@ -36,7 +36,7 @@ def shard_assignment(part: partition.Partition, members: Iterable[str],
     """Shard name -> the member that lists it (``divide = shards``).
 
     :param counts: shard name -> node count, as ``GET /v1/shards`` says.
-    :raises loader.PluginNotFound: an unknown ring algorithm.
+    :raises loader.PluginError: an unknown ring algorithm.
     """
     ring = (cache or rings.RingCache()).get(
         part.ring_algorithm, members, part.partition_exponent)
@@ -89,7 +89,7 @@ def divide(nodes: Sequence[ownership.NodeLike],
     :param counts: ``GET /v1/shards`` (shard -> node count); read only
         with ``divide = shards``.
     :param cache: rings already built (a service keeps one across periods).
-    :raises loader.PluginNotFound: an unknown ring algorithm.
+    :raises loader.PluginError: an unknown ring algorithm.
     """
     cache = cache or rings.RingCache()
     select = rule2(nodes, members, part, counts, cache)

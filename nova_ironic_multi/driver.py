@@ -127,7 +127,7 @@ class IronicDriver(virt_driver.ComputeDriver):
         try:
             # Starts the membership plugin, which checks its own options.
             part = self._inventory.start()
-        except (partition.InvalidPartition, loader.PluginNotFound,
+        except (partition.InvalidPartition, loader.PluginError,
                 membership.MembershipMisconfigured) as e:
             LOG.error('nova-ironic-multi refuses to start: %s', e)
             raise exception.InvalidConfiguration(str(e)) from e

@@ -90,7 +90,7 @@ def _peers_or_not_ready() -> Iterator[None]:
             oslo_messaging.MessagingException) as e:
         # (On a compute host nova's objects go through the conductor.)
         raise NotReady('cannot determine the peers: %s' % e) from e
-    except loader.PluginNotFound as e:
+    except loader.PluginError as e:
         LOG.error('%s', e)
         raise NotReady(str(e)) from e
 
@@ -248,7 +248,7 @@ class Inventory:
         A plugin is started once, when it is loaded; one that another
         replaces is stopped first.
 
-        :raises loader.PluginNotFound: no plugin has that name.
+        :raises loader.PluginError: no one plugin has that name.
         :raises membership.MembershipMisconfigured: it cannot start.
         """
         plugin = self._membership
@@ -266,7 +266,7 @@ class Inventory:
         """Check the partition and start the membership plugin (init_host).
 
         :raises partition.InvalidPartition: the options are invalid.
-        :raises loader.PluginNotFound: an unknown plugin is configured.
+        :raises loader.PluginError: an unknown plugin is configured.
         :raises membership.MembershipMisconfigured: the membership plugin
             cannot work with its configuration.
         """
@@ -285,7 +285,7 @@ class Inventory:
         """Tell the membership plugin whether this period listed Ironic."""
         try:
             plugin = self.membership(part)
-        except (membership.MembershipUnavailable, loader.PluginNotFound):
+        except (membership.MembershipUnavailable, loader.PluginError):
             return   # the period says why when it asks for the peers
         plugin.listed(ok)
 
@@ -430,7 +430,7 @@ class Inventory:
                                       found.unknown)
                 division = self._divide(part, nodes, mine, found, members,
                                         shards)
-        except loader.PluginNotFound as e:
+        except loader.PluginError as e:
             LOG.error('%s', e)
             raise NotReady(str(e)) from e
         self._handed_over(ctxt, mine)
@@ -550,7 +550,7 @@ class Inventory:
             destinations = (division_mod.placement(
                 in_scope, members, part, counts, self._rings)
                 if members else {})
-        except loader.PluginNotFound as e:
+        except loader.PluginError as e:
             raise NotReady(str(e)) from e
         return drain.Plan(
             members=members,

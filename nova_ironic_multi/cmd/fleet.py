@@ -330,7 +330,7 @@ def gather(conf: cfg.ConfigOpts, shards: bool = False) -> Fleet:
 
     :raises partition.InvalidPartition: the local partition options are
         invalid (the message names them).
-    :raises loader.PluginNotFound: an unknown ring or membership plugin.
+    :raises loader.PluginError: an unknown ring or membership plugin.
     :raises ironic.IronicError: Ironic cannot be listed.
     :raises membership.MembershipUnavailable: the peers cannot be read.
     """

@@ -119,7 +119,7 @@ def run(command: Any, out: TextIO = sys.stdout,
         return ring.simulate(view, command.add, command.remove, out,
                              command.format)
     except (takeover.Refused, partition.InvalidPartition,
-            loader.PluginNotFound, shards.BadArgument) as e:
+            loader.PluginError, shards.BadArgument) as e:
         err.write('%s\n' % e)
         return 2
     except (ironic.IronicError, membership.MembershipUnavailable) as e:

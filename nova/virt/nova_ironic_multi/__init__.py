@@ -14,8 +14,10 @@
 nova's ``load_compute_driver`` only ever imports ``nova.virt.<name>``, so this
 package installs this one directory into nova's own ``nova/virt``. The class
 is looked up lazily through stevedore (namespace ``nova_ironic_multi.drivers``)
-so that a deployment can swap it by registering another entry point under the
-same name.
+so that a deployment can swap it by registering an entry point under the same
+name from a distribution of its own, which is loaded instead of this
+package's; two such distributions are refused, naming both
+(:mod:`nova_ironic_multi.loader`).
 """
 
 from nova_ironic_multi import loader

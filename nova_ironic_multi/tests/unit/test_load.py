@@ -81,11 +81,72 @@ class LoadComputeDriverTest(test.NoDBTestCase):
         sys.path.insert(0, str(tmp))
         self.addCleanup(sys.path.remove, str(tmp))
         self.addCleanup(sys.modules.pop, 'nim_swapped_driver', None)
+        self._fresh_entry_points()
 
         drv = virt_driver.load_compute_driver(
             virtapi.VirtAPI(), 'nova_ironic_multi.SwappedDriver')
         self.assertEqual('SwappedDriver', type(drv).__name__)
         self.assertIsInstance(drv, nim_driver.IronicDriver)
+
+
+    def _distribution(self, dist: str, module: str) -> None:
+        """A distribution registering ``IronicDriver`` as a subclass."""
+        tmp = pathlib.Path(self.useFixture(
+            __import__('fixtures').TempDir()).path)
+        (tmp / (module + '.py')).write_text(textwrap.dedent('''
+            from nova_ironic_multi import driver
+
+            class SubclassDriver(driver.IronicDriver):
+                pass
+        '''))
+        info = tmp / ('%s-1.0.dist-info' % dist.replace('-', '_'))
+        info.mkdir()
+        (info / 'METADATA').write_text(
+            'Metadata-Version: 2.1\nName: %s\nVersion: 1.0\n' % dist)
+        (info / 'entry_points.txt').write_text(
+            '[nova_ironic_multi.drivers]\n'
+            'IronicDriver = %s:SubclassDriver\n' % module)
+        sys.path.insert(0, str(tmp))
+        self.addCleanup(sys.path.remove, str(tmp))
+        self.addCleanup(sys.modules.pop, module, None)
+        self._fresh_entry_points()
+
+    def _fresh_entry_points(self) -> None:
+        # stevedore keeps each namespace's entry points for the process.
+        self.useFixture(__import__('fixtures').MonkeyPatch(
+            'stevedore.extension.ExtensionManager.ENTRY_POINT_CACHE', {}))
+
+    def test_another_distribution_replaces_the_class_under_its_name(
+            self) -> None:
+        # As the shim's docstring and the first release note say. stevedore
+        # raised MultipleMatches, nothing caught it, and nova-compute died
+        # with a traceback.
+        self._distribution('site-driver', 'nim_site_driver')
+        with self.assertLogs('nova_ironic_multi.loader', 'INFO') as logs:
+            drv = virt_driver.load_compute_driver(
+                virtapi.VirtAPI(), 'nova_ironic_multi.IronicDriver')
+        self.assertEqual('nim_site_driver', type(drv).__module__)
+        self.assertIsInstance(drv, nim_driver.IronicDriver)
+        self.assertIn("nim_site_driver:SubclassDriver from distribution "
+                      "site-driver, which replaces nova-ironic-multi's",
+                      logs.output[0])
+
+    def test_two_replacements_are_refused_naming_both(self) -> None:
+        self._distribution('site-driver', 'nim_site_driver')
+        self._distribution('other-driver', 'nim_other_driver')
+        with self.assertLogs('nova.virt.driver', 'ERROR') as logs:
+            self.assertRaises(
+                SystemExit, virt_driver.load_compute_driver,
+                virtapi.VirtAPI(), 'nova_ironic_multi.IronicDriver')
+        text = '\n'.join(logs.output)
+        self.assertIn("'IronicDriver' in namespace nova_ironic_multi.drivers "
+                      "(option compute_driver) is registered by "
+                      "nova-ironic-multi (nova_ironic_multi.driver:"
+                      "IronicDriver), other-driver (nim_other_driver:"
+                      "SubclassDriver), site-driver (nim_site_driver:"
+                      "SubclassDriver)", text)
+        self.assertIn('Fix: uninstall all but one of them.', text)
+        self.assertNotIn('MultipleMatches', text)
 
 
 class PublicAPITest(test.NoDBTestCase):
