@@ -54,7 +54,9 @@ Possible values:
 
 Related options:
 
-* ``peer_list``: required when this option is set.
+* ``peer_list``: required when this option is set, unless
+  ``membership_driver = tooz`` (its groups are per conductor group);
+  otherwise nova-compute refuses to start.
 * ``[ironic] conductor_group``: nova's own option for the same purpose. If
   both are set they must be equal; otherwise nova-compute refuses to start.
 """),
@@ -75,13 +77,16 @@ Possible values:
 
 * An empty list (the default): with no ``partition_key``, the peers are
   found by the ``membership_driver``.
-* A comma-separated list of host names that includes this host's ``[DEFAULT]
-  host``. A list without this host, or with two entries that differ only in
-  case, is refused.
+* A comma-separated list of host names, normally including this host's
+  ``[DEFAULT] host``. A list without this host is accepted: the host then
+  claims no free node and keeps only the nodes of its own instances (how a
+  host leaves a group by SIGHUP). A list with an empty entry, or with two
+  entries that differ only in case, is refused.
 
 Related options:
 
-* ``partition_key``: when it is set this list must not be empty.
+* ``partition_key``: when it is set this list must not be empty, unless
+  ``membership_driver = tooz``.
 * ``[ironic] peer_list``: nova's deprecated option for the same purpose. If
   both are set they must name the same hosts.
 """),
