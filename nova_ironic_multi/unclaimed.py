@@ -21,12 +21,21 @@ nodes in ERROR; with several hosts the node may change hands while hosts
 stop and start, and a host that starts while its service is still down
 claims no free node, so that start never sees it.
 
+A build can also stop after its compute took the request: nova's manager
+clears the task state as it starts the build and sets the host only when it
+claims the node, so a compute stopped in between (a SIGTERM whose graceful
+stop ends before the claim; seen in the chaos soak) leaves the server
+BUILD, task state none, no host, for ever. nova's start puts such builds on
+its own nodes in ERROR; here too the node may have changed hands.
+
 With ``[DEFAULT] instance_build_timeout`` set (nova's own bound on a build;
 0, the default, turns it off, and this too), each period every host looks
 for servers still building with no host that were created longer ago than
-that, whose allocation is on a node it manages now, and puts them in ERROR
-with a fault that says what happened. The compare-and-swap on the states
-leaves alone a build that a compute takes meanwhile. One query a period
+that (and, with no task state, last written longer ago than that: the
+compute's start of the build), whose allocation is on a node it manages
+now, and puts them in ERROR with a fault that says what happened. The
+compare-and-swap on the states leaves alone a build that a compute takes
+meanwhile. One query a period
 (the servers building with no host), and one placement read per overdue
 server, at most :data:`BATCH` a period, taken in turn (builds on nodes of
 other hypervisors, which this host never ends, cannot hold the others
@@ -42,8 +51,8 @@ so a swept build would come back to life with a fault saying it never
 started. So, while ``instance_build_timeout`` is set, each host of this
 driver (:class:`Held`):
 
-* does not sweep the builds its own manager holds (received, not yet
-  started);
+* does not sweep the builds its own manager holds (received and not yet
+  started, or started and not yet returned);
 * drops a build request for an instance that is no longer building when
   it arrives, and does not start one that stopped building while it waited
   (nova's own outcome for a build whose instance changed under it: the
@@ -82,7 +91,7 @@ BATCH = 20
 def fault_message(timeout: int) -> str:
     return ('Its build never started: no nova-compute claimed a node for it '
             'within [DEFAULT] instance_build_timeout (%d s). The request was '
-            'lost on the way (its compute stopped, or RabbitMQ restarted). '
+            'lost on the way, or its compute stopped before it claimed one. '
             'Delete the server and create it again.' % timeout)
 
 
@@ -108,6 +117,20 @@ def _not_building(instance: Any) -> str | None:
     return None
 
 
+def _unclaimed(instance: Any, timeout: int) -> bool:
+    """Whether ``instance`` (building, no host) is overdue: never taken
+    (``scheduling``) or taken and never claimed (no task state), for longer
+    than ``timeout`` seconds.
+    """
+    if not timeutils.is_older_than(instance.created_at, timeout):
+        return False
+    if instance.task_state == task_states.SCHEDULING:
+        return True
+    return (instance.task_state is None and
+            timeutils.is_older_than(instance.updated_at or
+                                    instance.created_at, timeout))
+
+
 class Held:
     """The builds this host's nova-compute holds: received, not started."""
 
@@ -115,10 +138,14 @@ class Held:
         self._conf = conf
         self._lock = threading.Lock()
         self._uuids: set[str] = set()
+        #: Started here, not returned yet (a build claims its node in
+        #: there: until then the server has no host).
+        self._running: set[str] = set()
 
     def __contains__(self, instance_uuid: object) -> bool:
         with self._lock:
-            return instance_uuid in self._uuids
+            return (instance_uuid in self._uuids or
+                    instance_uuid in self._running)
 
     def guard(self, manager: Any) -> None:
         """Watch ``manager``'s builds (before its RPC server starts)."""
@@ -165,6 +192,13 @@ class Held:
                                     'longer building.',
                                     {'inst': instance.uuid, 'state': state})
                         return build_results.FAILED
+                with self._lock:
+                    self._running.add(instance.uuid)
+                try:
+                    return method(context, *args, **kwargs)
+                finally:
+                    with self._lock:
+                        self._running.discard(instance.uuid)
             return method(context, *args, **kwargs)
         return starting
 
@@ -192,9 +226,7 @@ class UnclaimedBuilds:
                    'deleted': False}, expected_attrs=[])
         overdue = sorted(
             (i for i in building
-             if i.task_state == task_states.SCHEDULING and
-             timeutils.is_older_than(i.created_at, timeout) and
-             i.uuid not in self.held),
+             if _unclaimed(i, timeout) and i.uuid not in self.held),
             key=lambda i: str(i.uuid))
         # In turn: the batch after the last one looked at, then around.
         after = [i for i in overdue if str(i.uuid) > self._cursor]
@@ -223,11 +255,14 @@ class UnclaimedBuilds:
         nodes = sorted(set(allocations) & managed)
         if not nodes:
             return False        # another host's node, or none yet
+        read = instance.task_state
         instance.vm_state = vm_states.ERROR
         instance.task_state = None
         try:
+            # On the task state read: a compute that takes the build
+            # meanwhile changes it (clears it, or sets spawning).
             instance.save(expected_vm_state=[vm_states.BUILDING],
-                          expected_task_state=[task_states.SCHEDULING])
+                          expected_task_state=[read])
         except (exception.InstanceUpdateConflict,
                 exception.InstanceNotFound):
             return False        # a compute took it, or it was deleted

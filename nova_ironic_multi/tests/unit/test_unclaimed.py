@@ -18,6 +18,7 @@ never built, and the server stayed BUILD for ever; the functional test
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import datetime
 from typing import Any
 from unittest import mock
@@ -102,6 +103,30 @@ class UnclaimedBuildsTest(base.DriverTestCase):
         self.assertEqual((vm_states.BUILDING, task_states.SPAWNING),
                          self.state(claimed))
         self.assertEqual([], self.faults(elsewhere) + self.faults(claimed))
+
+    def test_a_build_its_compute_stopped_before_the_claim_ends_in_error(
+            self) -> None:
+        # Found by the soak (seed 2, a SIGTERM): the compute took the
+        # request (nova cleared the task state) and stopped before it
+        # claimed the node. BUILD, no task state, no host, for ever.
+        interrupted = self.unclaimed(task_state=None)
+        with self.later(TIMEOUT + 5):
+            ended = self.sweeper.sweep(self.HOST, {NODE})
+        self.assertEqual([interrupted.uuid], ended)
+        self.assertEqual((vm_states.ERROR, None), self.state(interrupted))
+        (fault,) = self.faults(interrupted)
+        self.assertIn('or its compute stopped before it claimed one', fault)
+
+    def test_a_build_a_compute_just_took_is_not_swept(self) -> None:
+        # Created long ago (it waited for a node), taken just now: the
+        # compute's write is recent, its claim may come any moment.
+        inst = self.unclaimed()
+        with self.later(TIMEOUT + 5):
+            taken = objects.Instance.get_by_uuid(self.ctxt, inst.uuid)
+            taken.task_state = None
+            taken.save(expected_task_state=[task_states.SCHEDULING])
+            self.assertEqual([], self.sweeper.sweep(self.HOST, {NODE}))
+        self.assertEqual((vm_states.BUILDING, None), self.state(inst))
 
     def test_its_fault_is_whole_in_novas_column(self) -> None:
         self.assertLessEqual(len(unclaimed.fault_message(10 ** 9)),
@@ -204,6 +229,27 @@ class HeldBuildsTest(base.DriverTestCase):
             self.ctxt, inst))
         self.assertEqual([inst.uuid], self.manager.started)
 
+    def test_a_build_the_manager_runs_is_not_swept(self) -> None:
+        # Started here, not claimed yet: no host, no task state, and this
+        # host's sweep must not error it under its own manager.
+        inst = self.building()
+        seen: list[list[str]] = []
+
+        def build(context: Any, instance: objects.Instance) -> str:
+            instance.task_state = None
+            instance.save(expected_task_state=[task_states.SCHEDULING])
+            with self.later(3 * TIMEOUT):
+                seen.append(self.sweeper.sweep(self.HOST, {NODE}))
+            return 'built'
+
+        self.manager.build = build
+        self.manager.build_and_run_instance(self.ctxt, instance=inst)
+        self.manager._do_build_and_run_instance(self.ctxt, inst)
+        self.assertEqual([[]], seen)
+        got = objects.Instance.get_by_uuid(self.ctxt, inst.uuid)
+        self.assertEqual((vm_states.BUILDING, None),
+                         (got.vm_state, got.task_state))
+
     def test_a_build_swept_before_it_came_is_dropped(self) -> None:
         inst = self.building()
         with self.later(TIMEOUT + 5):
@@ -248,6 +294,8 @@ class FakeManager:
     def __init__(self) -> None:
         self.received: list[str] = []
         self.started: list[str] = []
+        #: What a started build does, if not just return ``'built'``.
+        self.build: Callable[[Any, Any], str] | None = None
 
     def build_and_run_instance(self, context: Any, instance: Any,
                                **kwargs: Any) -> None:
@@ -256,4 +304,6 @@ class FakeManager:
     def _do_build_and_run_instance(self, context: Any, instance: Any,
                                    *args: Any, **kwargs: Any) -> str:
         self.started.append(instance.uuid)
+        if self.build is not None:
+            return self.build(context, instance)
         return 'built'
