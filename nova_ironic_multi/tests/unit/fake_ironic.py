@@ -180,6 +180,16 @@ class FakeIronic:
         finally:
             self.fast -= 1
 
+    @property
+    def failing_fast(self) -> bool:
+        return self.fast > 0
+
+    def offers(self, needed: tuple[int, int]) -> bool:
+        """Like the real one: the version in force ("upgrade" it by
+        setting ``version``).
+        """
+        return self.version >= needed
+
     def connect(self) -> None:
         """Like the real one at service start; ``fail('connect', e)``."""
         queue = self.failures.get('connect')
