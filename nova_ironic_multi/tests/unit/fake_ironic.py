@@ -152,7 +152,7 @@ class FakeIronic:
     def add_node(self, node_uuid: str | None = None,
                  **fields: Any) -> str:
         node_uuid = node_uuid or str(uuidlib.uuid4())
-        node = {
+        node: dict[str, Any] = {
             'uuid': node_uuid, 'instance_uuid': None,
             'power_state': states.POWER_OFF, 'target_power_state': None,
             'provision_state': states.AVAILABLE,
