@@ -27,6 +27,7 @@ from collections.abc import Iterable
 import dataclasses
 import re
 import time
+from typing import cast
 
 REFRESH = re.compile(r'Managing \d+ Ironic nodes')
 AUDIT = re.compile(r'Auditing locally available compute resources for '
@@ -104,6 +105,7 @@ def overlaps(all_spans: Iterable[Span]) -> list[Overlap]:
                 continue
             end = min(a.end, b.end)
             for node in sorted(a.nodes & b.nodes):
-                found.append(Overlap(node, tuple(sorted((a.host, b.host))),
-                                     b.start, end))
+                hosts = cast('tuple[str, str]',
+                             tuple(sorted((a.host, b.host))))
+                found.append(Overlap(node, hosts, b.start, end))
     return found

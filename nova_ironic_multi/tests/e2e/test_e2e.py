@@ -86,7 +86,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 import uuid
 
 import pytest
@@ -778,8 +778,8 @@ def test_d2_bad_sighup_keeps_threading_host_and_its_configuration(
     assert not env.log_lines('host1', 'Invalid partition options', mark)
     # Only the nodes of host1's own instances, no free node.
     last = env.log_lines('host1', r'Managing \d+ Ironic nodes', mark)[-1]
-    owned, with_instances = re.search(
-        r'Managing (\d+) Ironic nodes \((\d+) with', last).groups()
+    owned, with_instances = cast('re.Match[str]', re.search(
+        r'Managing (\d+) Ironic nodes \((\d+) with', last)).groups()
     assert owned == with_instances, last
     figures.extend('    ' + line for line in errors[:1])
 

@@ -213,7 +213,7 @@ class DrainRacesTest(DrainCase):
                    for n in (to_host2, other)]
         servers.append(self.boot(flavor, host='host2'))
         real = fencing.move
-        stopped = []
+        stopped: list[str] = []
 
         def move(inst: Any, host: str, *args: Any, **kwargs: Any) -> bool:
             if (host == 'host3' and kwargs.get('to') == 'host2' and

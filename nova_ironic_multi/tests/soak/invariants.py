@@ -128,6 +128,7 @@ def instances_by_host(snap: observe.Snapshot) -> dict[str, set[str]]:
     stays with the host it was on, for that host's reaper.
     """
     out: dict[str, set[str]] = {}
+    inst: observe.Instance | None
     for inst in snap.instances.values():
         if not inst.deleted and inst.host:
             out.setdefault(inst.host.lower(), set()).add(inst.uuid)
@@ -353,6 +354,7 @@ def task_state_problems(snap: observe.Snapshot) -> list[Problem]:
 def ironic_problems(snap: observe.Snapshot) -> list[Problem]:
     """Deployed only for live instances; free nodes available again."""
     problems = []
+    node: observe.Node | None
     for node in snap.nodes.values():
         if node.maintenance:
             problems.append(Problem(

@@ -24,8 +24,8 @@ OUTCOMES = ('ok', 'error', 'failed', 'rejected', 'gone', 'partial', 'other',
 
 def _grid(header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[
         str]:
-    rows = [[str(c) for c in r] for r in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in rows])
+    text_rows = [[str(c) for c in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in text_rows])
               for i, h in enumerate(header)]
 
     def line(cells: Sequence[str]) -> str:
@@ -34,7 +34,7 @@ def _grid(header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[
                                                         strict=True)))
 
     return [line(header), line(['-' * w for w in widths])] + [
-        line(r) for r in rows]
+        line(r) for r in text_rows]
 
 
 def requests_table(counts: Mapping[str, Mapping[str, int]]) -> list[str]:

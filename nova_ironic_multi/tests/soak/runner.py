@@ -36,7 +36,7 @@ import shutil
 import sys
 import threading
 import time
-from typing import Any, TextIO
+from typing import Any, cast, TextIO
 import uuid
 
 from keystoneauth1 import adapter as ks_adapter
@@ -243,7 +243,9 @@ class Soak:
             self.started, self._report)
         self.workload = workload.Workload(
             self.seed, self.profile.pace, self.fleet, compute,
-            session.get_project_id(), self.dbs, self.dep.image_id, FLAVOR,
+            # (The demo user's session is scoped to its project.)
+            cast(str, session.get_project_id()), self.dbs,
+            self.dep.image_id, FLAVOR,
             lambda: self.step_label, lambda: self.last_fault,
             self.violation, self.unsafe)
         self.checker.start()
@@ -539,7 +541,7 @@ class Soak:
                       len(self.executed), len(self.workload.requests),
                       sum(r.size for r in self.workload.requests)))
         followers = self.checker.followers
-        notes = {
+        notes: dict[str, Any] = {
             'computes': {h: dict(f.counts) for h, f in followers.items()},
             'errors': {h: dict(sorted(f.errors.items(),
                                       key=lambda kv: -kv[1])[:15])

@@ -157,7 +157,7 @@ def plan(seed: int, profile: Profile, seconds: float) -> list[Step]:
     A run executes a prefix of this (convergence takes time too); the
     list is what the run prints as its schedule.
     """
-    out = []
+    out: list[Step] = []
     total = 0.0
     for step in steps(seed, profile):
         total += step.gap + step.hold

@@ -130,7 +130,7 @@ class DriverTestCase(test.TestCase):
         objects.Service(self.ctxt, host=host, binary='nova-compute',
                         topic='compute', **fields).create()
 
-    def make_instance(self, host: str = HOST,
+    def make_instance(self, host: str | None = HOST,
                       **fields: Any) -> objects.Instance:
         """An instance row in nova's database (of ``host``)."""
         inst = objects.Instance(

@@ -152,7 +152,7 @@ class FakeIronic:
     def add_node(self, node_uuid: str | None = None,
                  **fields: Any) -> str:
         node_uuid = node_uuid or str(uuidlib.uuid4())
-        node = {
+        node: dict[str, Any] = {
             'uuid': node_uuid, 'instance_uuid': None,
             'power_state': states.POWER_OFF, 'target_power_state': None,
             'provision_state': states.AVAILABLE,
@@ -179,6 +179,16 @@ class FakeIronic:
             yield
         finally:
             self.fast -= 1
+
+    @property
+    def failing_fast(self) -> bool:
+        return self.fast > 0
+
+    def offers(self, needed: tuple[int, int]) -> bool:
+        """Like the real one: the version in force ("upgrade" it by
+        setting ``version``).
+        """
+        return self.version >= needed
 
     def connect(self) -> None:
         """Like the real one at service start; ``fail('connect', e)``."""

@@ -190,7 +190,7 @@ class Fleet:
         self.other_rows: set[str] = set()
         #: Service UUIDs with this driver's marker in placement.
         self.marked: set[str] = set()
-        self._infos: dict[tuple[str, str, str | None, bool],
+        self._infos: dict[tuple[str, str, str | None, bool, str | None],
                           nodeinfo.NodeInfo] = {}
 
     # Ironic (the driver's client) -----------------------------------------
@@ -324,7 +324,7 @@ def _current() -> Fleet:
 @contextlib.contextmanager
 def simulated_nova() -> Iterator[None]:
     """nova's objects and servicegroup API answer from the current fleet."""
-    patches = [
+    patches: list[contextlib.AbstractContextManager[Any]] = [
         mock.patch.object(objects.InstanceList, 'get_uuids_by_host',
                           lambda *a: _current().uuids_by_host(*a)),
         mock.patch.object(objects.InstanceList, 'get_by_filters',
@@ -1044,11 +1044,12 @@ class Churn(stateful.RuleBasedStateMachine):
         # Rule 1, orphans included: an instance's live host manages its
         # node while the node is in its scope (the reaper needs it listed).
         for u, inst in fleet.instances.items():
-            node = fleet.nodes.get(inst.node)
+            its_node = fleet.nodes.get(inst.node)
             host = views.get(inst.host)
-            if (node is not None and node.instance == u and host is not None
-                    and host.partition is not None and
-                    host.partition.scope.contains(node.group, node.shard)):
+            if (its_node is not None and its_node.instance == u and
+                    host is not None and host.partition is not None and
+                    host.partition.scope.contains(its_node.group,
+                                                  its_node.shard)):
                 assert managers[inst.node] == [inst.host], (
                     'node %s of instance %s (%s) managed by %s' % (
                         inst.node, u, inst.host, managers[inst.node]))

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 import importlib.util
 import os
 import pathlib
@@ -73,7 +74,7 @@ TOTAL = 3 * 640 + 4 * 74 + 24
 
 
 def judge(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str],
-          summaries: dict[str, str | None]) -> tuple[int, list[str]]:
+          summaries: Mapping[str, str | None]) -> tuple[int, list[str]]:
     log = tmp_path / 'ci.log'
     log.write_text(''.join(run_log(label, summaries.get(label))
                            for label in EXPECTED))

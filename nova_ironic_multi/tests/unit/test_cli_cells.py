@@ -18,8 +18,10 @@ computes' records are in their cells.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 import io
 import json
+from typing import Any
 import uuid
 
 from nova.conf import CONF
@@ -44,7 +46,8 @@ class CliCellsTest(base.DriverTestCase):
         self.flags(service_down_time=24 * 3600)
         self.flags(membership_driver='servicegroup', group='ironic_multi')
 
-    def compute(self, cell: str, host: str, nodes: list[str] = ()) -> None:
+    def compute(self, cell: str, host: str,
+                nodes: Sequence[str] = ()) -> None:
         """An Ironic host of ``cell`` with the compute nodes of ``nodes``."""
         with nova_context.target_cell(
                 self.ctxt, self.cell_mappings[cell]) as cctxt:
@@ -62,7 +65,7 @@ class CliCellsTest(base.DriverTestCase):
                     free_disk_gb=0, current_workload=0,
                     running_vms=0).create()
 
-    def show(self) -> tuple[dict[str, object], str]:
+    def show(self) -> tuple[dict[str, Any], str]:
         fleet = fleet_mod.gather(CONF)
         out = io.StringIO()
         ring_cmd.show(fleet, out, 'json')

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-from typing import Any
+from typing import Any, cast
 
 from hypothesis import given
 from hypothesis import settings
@@ -34,6 +34,7 @@ from nova.conf import CONF
 from nova_ironic_multi.cmd import fleet as fleet_mod
 from nova_ironic_multi.cmd import ring as ring_cmd
 from nova_ironic_multi import inventory
+from nova_ironic_multi import ironic
 from nova_ironic_multi import states
 from nova_ironic_multi.tests.unit import base
 
@@ -120,8 +121,9 @@ class CliDivisionTest(base.DriverTestCase):
 
     def check(self, world: World) -> None:
         self.configure(world, world.before)
-        hosts = {h: inventory.Inventory(CONF, self.ironic, h)
-                 for h in HOSTS}
+        # The fake stands in for the Ironic client.
+        client = cast(ironic.Ironic, self.ironic)
+        hosts = {h: inventory.Inventory(CONF, client, h) for h in HOSTS}
         for _ in range(2):      # a cold period, then a warm one
             drivers = {h: set(inv.refresh().nodes)
                        for h, inv in hosts.items()}

@@ -27,6 +27,7 @@ import oslo_messaging
 from nova_ironic_multi import driver
 from nova_ironic_multi import ironic
 from nova_ironic_multi import membership
+from nova_ironic_multi.membership import servicegroup
 from nova_ironic_multi import rings
 from nova_ironic_multi import states
 from nova_ironic_multi.tests.unit import base
@@ -217,7 +218,7 @@ class DivisionTest(base.DriverTestCase):
 
     def test_unknown_peers_are_not_ready(self) -> None:
         with mock.patch.object(
-                membership.servicegroup.ServiceGroupMembership, 'live_peers',
+                servicegroup.ServiceGroupMembership, 'live_peers',
                 side_effect=membership.MembershipUnavailable('db down')):
             self.assertRaises(exception.VirtDriverNotReady,
                               self.driver.get_available_nodes)

@@ -232,11 +232,11 @@ class SpawnTest(base.DriverTestCase):
         self.ironic.cleaning = True
         real = self.ironic.set_provision_state
 
-        def deploy_fails_then_cleaning_lasts(node: str, target: str,
+        def deploy_fails_then_cleaning_lasts(node_uuid: str, target: str,
                                              **kw: Any) -> None:
-            real(node, target, **kw)
+            real(node_uuid, target, **kw)
             if target == 'active':
-                self.ironic.nodes[node]['_pending']['final'].update(
+                self.ironic.nodes[node_uuid]['_pending']['final'].update(
                     provision_state=states.DEPLOYFAIL,
                     last_error='PXE timeout')
             else:

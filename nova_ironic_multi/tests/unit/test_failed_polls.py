@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import fixtures
@@ -106,7 +107,7 @@ class DriverWaitsTest(base.DriverTestCase):
         super().setUp()
         self.node = self.ironic.add_node()
         self.warnings = self.useFixture(fixtures.FakeLogger(
-            name='nova_ironic_multi.waits', level='WARNING'))
+            name='nova_ironic_multi.waits', level=logging.WARNING))
 
     def fail_after(self, method: str, then: str, times: int) -> None:
         """After each call of ``method``, ``times`` calls of ``then`` fail.

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 import time
-from typing import Any
+from typing import Any, cast
 
 from nova.conf import CONF
 from nova import test
@@ -44,9 +44,9 @@ class Faults:
     """How to make each fault happen on one kind of back end."""
 
     def __init__(self, connect: Callable[[bytes], Any],
-                 expire: Callable[[bytes], None],
-                 delete_group: Callable[[bytes], None],
-                 flush: Callable[[], None]) -> None:
+                 expire: Callable[[bytes], object],
+                 delete_group: Callable[[bytes], object],
+                 flush: Callable[[], object]) -> None:
         self.connect = connect
         self.expire = expire
         self.delete_group = delete_group
@@ -178,8 +178,9 @@ class FakeBackendHealingTest(test.TestCase):
         hosts = ('host1', 'host2')
         plugins = {}
         for host in hosts:
-            plugin = membership.load('tooz', CONF, host)
-            plugin._connect = (  # type: ignore[attr-defined]
+            plugin = cast(toozgroup.ToozMembership,
+                          membership.load('tooz', CONF, host))
+            plugin._connect = (  # type: ignore[method-assign]
                 lambda url, member: backend.coordinator(member))
             plugin.start()
             self.addCleanup(plugin.stop)

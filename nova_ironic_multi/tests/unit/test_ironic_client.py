@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import dataclasses
 import http.client
 import logging
@@ -245,11 +246,13 @@ def test_no_free_conductor_worker_is_retried_as_nova_configures(
                                        api_retry_interval=5)
     getattr(fake.node, method).side_effect = [NO_FREE_WORKER,
                                               NO_FREE_WORKER, mock.Mock()]
-    call = {'provision': client.set_provision_state,
-            'power': client.set_power_state,
-            'get': client.get_fields,
-            'vif_detach': client.vif_detach,
-            'release': client.release}[request_name]
+    calls: dict[str, Callable[..., Any]] = {
+        'provision': client.set_provision_state,
+        'power': client.set_power_state,
+        'get': client.get_fields,
+        'vif_detach': client.vif_detach,
+        'release': client.release}
+    call = calls[request_name]
     with caplog.at_level('DEBUG', logger='nova_ironic_multi.ironic'):
         if request_name == 'get':
             call('node', ['uuid'])
@@ -664,20 +667,27 @@ def _raised(ks_error: Any, inner: BaseException) -> BaseException:
         return e
 
 
+# urllib3's errors below are built without a pool or a connection (None,
+# hence the ignores): the client reads only their classes and causes.
 def _refused() -> BaseException:
     return _raised(ks_exc.ConnectFailure('Unable to establish connection'),
                    requests.exceptions.ConnectionError(
                        urllib3_exc.MaxRetryError(
-                           None, '/v1/nodes', urllib3_exc.NewConnectionError(
-                               None, '[Errno 111] Connection refused'))))
+                           None,  # type: ignore[arg-type]  # no pool
+                           '/v1/nodes', urllib3_exc.NewConnectionError(
+                               None,  # type: ignore[arg-type]  # no conn.
+                               '[Errno 111] Connection refused'))))
 
 
 def _no_such_host() -> BaseException:
     return _raised(ks_exc.ConnectFailure('Unable to establish connection'),
                    requests.exceptions.ConnectionError(
                        urllib3_exc.MaxRetryError(
-                           None, '/v1/nodes', urllib3_exc.NameResolutionError(
-                               'ironic', None, socket.gaierror(
+                           None,  # type: ignore[arg-type]  # no pool
+                           '/v1/nodes', urllib3_exc.NameResolutionError(
+                               'ironic',
+                               None,  # type: ignore[arg-type]  # no conn.
+                               socket.gaierror(
                                    -2, 'Name or service not known')))))
 
 
@@ -685,7 +695,8 @@ def _connect_timeout() -> BaseException:
     return _raised(ks_exc.ConnectTimeout('Request to /v1/nodes timed out'),
                    requests.exceptions.ConnectTimeout(
                        urllib3_exc.MaxRetryError(
-                           None, '/v1/nodes', urllib3_exc.ConnectTimeoutError(
+                           None,  # type: ignore[arg-type]  # no pool
+                           '/v1/nodes', urllib3_exc.ConnectTimeoutError(
                                None, 'connect timeout=60'))))
 
 

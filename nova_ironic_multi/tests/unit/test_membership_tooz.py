@@ -13,12 +13,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 import os
 import signal
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import Any, cast, NoReturn
 import uuid
 
 from nova.conf import CONF
@@ -61,6 +62,10 @@ time.sleep(600)
 
 class ToozTestBase(test.TestCase):
 
+    # nova's test classes are Any to mypy (nova has no type information):
+    # fail() raises, as unittest's does.
+    fail: Callable[..., NoReturn]
+
     def setUp(self) -> None:
         super().setUp()
         nim_conf.register_opts(CONF)
@@ -80,8 +85,9 @@ class ToozTestBase(test.TestCase):
         for plugin in self.plugins:
             client.delete('_tooz_beats:%s' % plugin.host.lower())
 
-    def member(self, host: str) -> membership.Membership:
-        plugin = membership.load('tooz', CONF, host)
+    def member(self, host: str) -> toozgroup.ToozMembership:
+        plugin = cast(toozgroup.ToozMembership,
+                      membership.load('tooz', CONF, host))
         self.plugins.append(plugin)
         return plugin
 
@@ -131,6 +137,7 @@ class ToozMembershipTest(ToozTestBase):
             stdout=subprocess.PIPE, text=True)
         self.addCleanup(child.wait)
         self.addCleanup(child.kill)
+        assert child.stdout is not None
         self.assertEqual('ready', child.stdout.readline().strip())
         self.wait_for(one, self.part('host1'), {'host1', 'host2'})
         child.send_signal(signal.SIGKILL)
@@ -285,6 +292,7 @@ class StepAsideTest(ToozTestBase):
             self.period({h: False for h in self.HOSTS})
         for plugin in self.three.values():
             self.assertTrue(plugin._taking_part)
+            assert plugin._reading is not None
             self.assertEqual(set(self.HOSTS), set(plugin._reading.members))
         self.period({h: True for h in self.HOSTS})
         self.assertEqual({h: set(self.HOSTS) for h in self.HOSTS},

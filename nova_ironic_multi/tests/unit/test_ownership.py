@@ -19,6 +19,7 @@ import random
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
+from oslo_config import cfg
 import pytest
 
 from nova_ironic_multi import ownership
@@ -173,9 +174,8 @@ def test_regression_1866380_host_name_case_does_not_split_the_ring() -> None:
     assert not mine1 & mine2
 
 
-def _conf(peers: list[str]) -> object:
+def _conf(peers: list[str]) -> cfg.ConfigOpts:
     from nova.conf import ironic as nova_ironic_conf
-    from oslo_config import cfg
 
     from nova_ironic_multi import conf as nim_conf
     conf = cfg.ConfigOpts()

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 import importlib.util
 import os
 import pathlib
@@ -31,7 +32,7 @@ REDIS_URL = os.environ.get('NIM_REDIS_URL', 'redis://127.0.0.1:6379')
 
 
 @pytest.fixture
-def broken_driver(tmp_path: pathlib.Path) -> str:
+def broken_driver(tmp_path: pathlib.Path) -> Iterator[str]:
     """A tooz driver, scheme ``nimbroken``, whose client is not installed."""
     (tmp_path / 'nim_broken_tooz.py').write_text(textwrap.dedent('''
         import nim_no_such_client  # noqa
