@@ -26,6 +26,7 @@ import time
 from typing import Any
 
 import fixtures
+from nova.compute import manager as compute_manager
 from nova.compute import rpcapi as compute_rpcapi
 from nova.conf import CONF
 from nova import objects
@@ -167,3 +168,55 @@ class HeldBuildTest(base.IronicCellTestCase):
             self.assertEqual('host1', done['OS-EXT-SRV-ATTR:host'])
         self.assertNotIn('Its build never started',
                          self.stdlog.logger.output)
+
+
+class InterruptedBuildTest(base.IronicCellTestCase):
+    """A build its compute took and never claimed a node for.
+
+    nova's manager clears the task state as it starts a build and sets the
+    host when it claims the node; a compute that stops in between (found
+    by the chaos soak: a SIGTERM whose graceful stop ended first) leaves
+    the server BUILD, no task state, no host. Here the manager's build
+    ends right after the start, as that process did.
+    """
+
+    NODES = 6
+
+    def configure(self) -> None:
+        self.cut: list[str] = []
+
+        def stopped(manager: Any, context: Any, instance: Any,
+                    *args: Any, **kwargs: Any) -> None:
+            self.cut.append(instance.uuid)
+
+        self.useFixture(fixtures.MockPatchObject(
+            compute_manager.ComputeManager, '_build_and_run_instance',
+            stopped))
+
+    def test_a_build_cut_before_its_claim_ends_in_error(self) -> None:
+        self.flags(instance_build_timeout=3600)
+        flavor = self.baremetal_flavor()
+        server = self.boot(flavor, wait=None)
+        for _ in range(200):
+            if server['id'] in self.cut:
+                break
+            time.sleep(0.05)
+        self.assertIn(server['id'], self.cut)
+        got = self._wait_for_server_parameter(
+            server, {'status': 'BUILD', 'OS-EXT-STS:task_state': None})
+        self.assertIsNone(got['OS-EXT-SRV-ATTR:host'])
+        (node,) = self._get_allocations_by_server_uuid(server['id'])
+
+        self.flags(instance_build_timeout=TIMEOUT)
+        time.sleep(TIMEOUT + 1)
+        self._run_periodics()
+        got = self._wait_for_server_parameter(
+            server, {'status': 'ERROR', 'OS-EXT-STS:task_state': None})
+        self.assertIn('or its compute stopped before it claimed one',
+                      got['fault']['message'])
+        self.assertIsNone(self.ironic.client.node.get(
+            node, fields=['instance_uuid']).instance_uuid)
+        self.api.delete_server(server['id'])
+        self._wait_until_deleted(server)
+        self.assertEqual({}, self._get_allocations_by_server_uuid(
+            server['id']))
