@@ -36,19 +36,39 @@ from nova_ironic_multi.tests.functional import base
 TIMEOUT = 2
 
 
+def cut_short(test: base.IronicCellTestCase, owner: type,
+              method: str) -> list[str]:
+    """Make ``owner.method`` do nothing; returns the instances it got."""
+    got: list[str] = []
+
+    def nothing(self: Any, context: Any, instance: Any,
+                *args: Any, **kwargs: Any) -> None:
+        got.append(instance.uuid)
+
+    test.useFixture(fixtures.MockPatchObject(owner, method, nothing))
+    return got
+
+
+def never_deployed_then_deleted(test: Any, server: dict[str, Any],
+                                node: str) -> None:
+    """Ironic never saw the build; the user deletes the server, and its
+    allocation goes with it.
+    """
+    test.assertIsNone(test.ironic.client.node.get(
+        node, fields=['instance_uuid']).instance_uuid)
+    test.api.delete_server(server['id'])
+    test._wait_until_deleted(server)
+    test.assertEqual({}, test._get_allocations_by_server_uuid(server['id']))
+
+
 class UnclaimedBuildTest(base.IronicCellTestCase):
 
     NODES = 6
 
     def configure(self) -> None:
-        self.lost: list[str] = []
-
-        def drop(api: Any, context: Any, instance: Any,
-                 *args: Any, **kwargs: Any) -> None:
-            self.lost.append(instance.uuid)
-
-        self.useFixture(fixtures.MockPatchObject(
-            compute_rpcapi.ComputeAPI, 'build_and_run_instance', drop))
+        # The conductor's cast never reaches a compute.
+        self.lost = cut_short(self, compute_rpcapi.ComputeAPI,
+                              'build_and_run_instance')
 
     def _lose_a_build(self) -> tuple[dict[str, Any], str]:
         """Boot; returns the server and the node its allocation is on."""
@@ -92,15 +112,7 @@ class UnclaimedBuildTest(base.IronicCellTestCase):
         # Recorded once, by the node's owner.
         self.assertEqual(owner, [f.host for f in faults])
         self.assertIsNone(got['OS-EXT-SRV-ATTR:host'])
-        # Ironic never saw the build.
-        self.assertIsNone(self.ironic.client.node.get(
-            node, fields=['instance_uuid']).instance_uuid)
-
-        # The user deletes it; its allocation goes with it.
-        self.api.delete_server(server['id'])
-        self._wait_until_deleted(server)
-        self.assertEqual({}, self._get_allocations_by_server_uuid(
-            server['id']))
+        never_deployed_then_deleted(self, server, node)
         self.assertEqual(self.NODES, len(self.assert_no_duplicates()))
 
     def test_without_a_build_timeout_it_stays_as_nova_leaves_it(
@@ -183,15 +195,9 @@ class InterruptedBuildTest(base.IronicCellTestCase):
     NODES = 6
 
     def configure(self) -> None:
-        self.cut: list[str] = []
-
-        def stopped(manager: Any, context: Any, instance: Any,
-                    *args: Any, **kwargs: Any) -> None:
-            self.cut.append(instance.uuid)
-
-        self.useFixture(fixtures.MockPatchObject(
-            compute_manager.ComputeManager, '_build_and_run_instance',
-            stopped))
+        # The build started (task state cleared), never claims its node.
+        self.cut = cut_short(self, compute_manager.ComputeManager,
+                             '_build_and_run_instance')
 
     def test_a_build_cut_before_its_claim_ends_in_error(self) -> None:
         self.flags(instance_build_timeout=3600)
@@ -214,9 +220,4 @@ class InterruptedBuildTest(base.IronicCellTestCase):
             server, {'status': 'ERROR', 'OS-EXT-STS:task_state': None})
         self.assertIn('or its compute stopped before it claimed one',
                       got['fault']['message'])
-        self.assertIsNone(self.ironic.client.node.get(
-            node, fields=['instance_uuid']).instance_uuid)
-        self.api.delete_server(server['id'])
-        self._wait_until_deleted(server)
-        self.assertEqual({}, self._get_allocations_by_server_uuid(
-            server['id']))
+        never_deployed_then_deleted(self, server, node)
