@@ -38,6 +38,10 @@ DISTRIBUTION = 'nova-ironic-multi'
 
 LOG = logging.getLogger(__name__)
 
+#: ``(namespace, name, target)`` of the replacements already logged: a ring
+#: is loaded again at every change of the members.
+_LOGGED: set[tuple[str, str, str]] = set()
+
 
 class PluginError(LookupError):
     """No one plugin answers to the name: its message says why and the fix."""
@@ -98,10 +102,12 @@ def _replacement(namespace: str, name: str, option: str | None) -> Any:
     theirs = [key for key in found if key[0] != DISTRIBUTION]
     if len(theirs) == 1:
         (dist, target), = theirs
-        LOG.info('%(name)s in %(ns)s: %(target)s from distribution '
-                 '%(dist)s, which replaces nova-ironic-multi\'s',
-                 {'name': name, 'ns': namespace, 'target': target,
-                  'dist': dist})
+        if (namespace, name, target) not in _LOGGED:
+            _LOGGED.add((namespace, name, target))
+            LOG.info('%(name)s in %(ns)s: %(target)s from distribution '
+                     '%(dist)s, which replaces nova-ironic-multi\'s',
+                     {'name': name, 'ns': namespace, 'target': target,
+                      'dist': dist})
         return found[theirs[0]].load()
     if not theirs and len(found) == 1:
         # This package twice on sys.path with the same entry point.

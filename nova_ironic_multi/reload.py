@@ -300,9 +300,7 @@ def _start_only_changes(conf: cfg.ConfigOpts) -> dict[tuple[str, str], Any]:
     for key in START_ONLY:
         try:
             in_force = read(conf, *key)
-        except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
-            continue
-        except (cfg.Error, ValueError):
+        except (cfg.Error, ValueError):     # not registered, or unreadable
             continue
         try:
             new = read_new(conf, *key)

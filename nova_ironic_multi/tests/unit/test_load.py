@@ -115,6 +115,8 @@ class LoadComputeDriverTest(test.NoDBTestCase):
         # stevedore keeps each namespace's entry points for the process.
         self.useFixture(__import__('fixtures').MonkeyPatch(
             'stevedore.extension.ExtensionManager.ENTRY_POINT_CACHE', {}))
+        self.useFixture(__import__('fixtures').MonkeyPatch(
+            'nova_ironic_multi.loader._LOGGED', set()))
 
     def test_another_distribution_replaces_the_class_under_its_name(
             self) -> None:
