@@ -34,8 +34,8 @@ import sys
 from typing import NamedTuple
 
 from bench import common
-from nova_ironic_multi import ownership
-from nova_ironic_multi import partition
+from nova_ironic_multi.division import ownership
+from nova_ironic_multi.division import partition
 from nova_ironic_multi import rings
 
 SIZES = [(10 ** 3, 10), (10 ** 4, 100)]

@@ -65,9 +65,9 @@ from typing import Any
 from bench import common
 from bench import scale
 from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi.division import sharding
 from nova_ironic_multi import ironic
 from nova_ironic_multi import rings
-from nova_ironic_multi import sharding
 
 CONF = scale.CONF
 INTREE, NODES, SHARDS = 'in-tree', 'ours nodes', 'ours shards'

@@ -42,11 +42,11 @@ from typing import Any
 
 from bench import common
 from nova_ironic_multi import division
-from nova_ironic_multi import nodeinfo
-from nova_ironic_multi import partition
+from nova_ironic_multi.division import partition
+from nova_ironic_multi.division import sharding
+from nova_ironic_multi.ironic import nodeinfo
 from nova_ironic_multi import rings
 from nova_ironic_multi.rings import base
-from nova_ironic_multi import sharding
 
 #: (name, sharded nodes, hosts, shards, shard sizes: 'even' | 'labels' |
 #: 'skewed', nodes without a shard: with none, and with some).

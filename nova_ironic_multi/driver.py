@@ -34,26 +34,26 @@ from nova.virt import hardware
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from nova_ironic_multi.actions import consoles
+from nova_ironic_multi.actions import power
+from nova_ironic_multi.actions import provision
+from nova_ironic_multi.actions import resources
+from nova_ironic_multi.actions import vifs
+from nova_ironic_multi.actions import volumes
 from nova_ironic_multi import compat
 from nova_ironic_multi import conf as nim_conf
-from nova_ironic_multi import consoles
-from nova_ironic_multi import drain
-from nova_ironic_multi import fencing
-from nova_ironic_multi import inventory
+from nova_ironic_multi.conf import nova_options
+from nova_ironic_multi.division import partition
+from nova_ironic_multi.hosts import drain
+from nova_ironic_multi.hosts import restart
+from nova_ironic_multi.hosts import stale_requests
+from nova_ironic_multi.hosts import takeover
 from nova_ironic_multi import ironic
+from nova_ironic_multi.ironic import nodeinfo
 from nova_ironic_multi import loader
 from nova_ironic_multi import membership
-from nova_ironic_multi import nodeinfo
-from nova_ironic_multi import nova_options
-from nova_ironic_multi import partition
-from nova_ironic_multi import power
-from nova_ironic_multi import provision
-from nova_ironic_multi import reload
-from nova_ironic_multi import resources
-from nova_ironic_multi import restart
-from nova_ironic_multi import stale_requests
-from nova_ironic_multi import vifs
-from nova_ironic_multi import volumes
+from nova_ironic_multi.period import inventory
+from nova_ironic_multi.service import reload
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
@@ -344,11 +344,11 @@ class IronicDriver(virt_driver.ComputeDriver):
         self._provision.teardown(instance, network_info, block_device_info)
 
     def _here(self, instance: Any) -> None:
-        """Act only on an instance of this host (see fencing.ensure_here).
+        """Act only on an instance of this host (see takeover.ensure_here).
 
-        :raises fencing.MovedAway:
+        :raises takeover.MovedAway:
         """
-        fencing.ensure_here(instance, self._inventory.host)
+        takeover.ensure_here(instance, self._inventory.host)
 
     def rebuild(self, context: Any, instance: Any, image_meta: Any,
                 injected_files: Any, admin_password: Any, allocations: Any,

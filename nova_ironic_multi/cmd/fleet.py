@@ -30,18 +30,18 @@ from nova import objects
 from nova import servicegroup
 from oslo_config import cfg
 
-from nova_ironic_multi.cmd import takeovers
+from nova_ironic_multi.cmd import takeover_records
 from nova_ironic_multi import division as division_mod
+from nova_ironic_multi.division import ownership
+from nova_ironic_multi.division import partition
+from nova_ironic_multi.hosts import zones as zones_mod
 from nova_ironic_multi import ironic
+from nova_ironic_multi.ironic import nodeinfo
 from nova_ironic_multi import loader
 from nova_ironic_multi import membership
 from nova_ironic_multi.membership import marker
 from nova_ironic_multi.membership import servicegroup as sg_membership
-from nova_ironic_multi import nodeinfo
-from nova_ironic_multi import ownership
-from nova_ironic_multi import partition
 from nova_ironic_multi import rings
-from nova_ironic_multi import zones as zones_mod
 
 OBSERVER = 'nova-ironic-multi-cli'
 #: nova's hypervisor type of an Ironic compute node.
@@ -161,7 +161,8 @@ class Fleet:
     #: Where one Ironic scope is served from more than one cell
     #: (:func:`cell_conflicts`).
     cell_conflicts: list[str] = dataclasses.field(default_factory=list)
-    #: The latest automatic takeovers, newest first (:mod:`takeovers`).
+    #: The latest automatic takeovers, newest first
+    #: (:mod:`cmd.takeover_records`).
     takeovers: list[Any] = dataclasses.field(default_factory=list)
 
     @property
@@ -394,7 +395,7 @@ def gather(conf: cfg.ConfigOpts, shards: bool = False) -> Fleet:
                   deleted_hosts=nova.deleted_hosts, client=client,
                   shard_counts=counts, ring_cache=cache,
                   cell_conflicts=conflicts,
-                  takeovers=takeovers.recent(cells))
+                  takeovers=takeover_records.recent(cells))
     divide(fleet)
     return fleet
 

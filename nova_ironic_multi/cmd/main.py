@@ -39,7 +39,7 @@ from oslo_config import cfg  # noqa: E402
 from nova_ironic_multi import ironic  # noqa: E402
 from nova_ironic_multi import loader  # noqa: E402
 from nova_ironic_multi import membership  # noqa: E402
-from nova_ironic_multi import partition  # noqa: E402
+from nova_ironic_multi.division import partition  # noqa: E402
 
 CONF = cfg.CONF
 

@@ -21,9 +21,9 @@ from nova_ironic_multi.cmd import fleet as fleet_mod
 from nova_ironic_multi.cmd import output
 from nova_ironic_multi.cmd import shards
 from nova_ironic_multi.cmd import takeover
-from nova_ironic_multi import nodeinfo
-from nova_ironic_multi import ownership
-from nova_ironic_multi import sharding
+from nova_ironic_multi.division import ownership
+from nova_ironic_multi.division import sharding
+from nova_ironic_multi.ironic import nodeinfo
 
 #: ``ring explain`` names at most this many successors of a free node.
 SUCCESSORS = 3

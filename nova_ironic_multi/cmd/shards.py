@@ -35,9 +35,9 @@ from oslo_config import cfg
 from nova_ironic_multi.cmd import fleet as fleet_mod
 from nova_ironic_multi.cmd import output
 from nova_ironic_multi import division as division_mod
+from nova_ironic_multi.division import partition
+from nova_ironic_multi.division import sharding
 from nova_ironic_multi import ironic
-from nova_ironic_multi import partition
-from nova_ironic_multi import sharding
 
 
 class BadArgument(ValueError):

@@ -17,7 +17,8 @@ rebuilt) until they change hosts. This moves, for every Ironic compute node
 of the source host that carries instances or orphans (instances nova
 deleted while the host was down, their node still deployed for them), its
 instances and orphans to the destination the way the automatic takeover
-does (:func:`nova_ironic_multi.fencing.move`: a fresh read, a claim on the
+does (:func:`nova_ironic_multi.hosts.takeover.move`: a fresh read, a claim on
+the
 task state, then the host, through nova's objects, so nova's API is refused
 meanwhile and ``instance.update`` is notified), then the compute node row.
 An instance a peer moved since the plan is left where it is. The
@@ -51,14 +52,14 @@ from oslo_config import cfg
 
 from nova_ironic_multi.cmd import fleet as fleet_mod
 from nova_ironic_multi.cmd import output
-from nova_ironic_multi import fencing
-from nova_ironic_multi import inflight
+from nova_ironic_multi.division import ownership
+from nova_ironic_multi.division import partition
+from nova_ironic_multi.hosts import recovery
+from nova_ironic_multi.hosts import takeover
+from nova_ironic_multi.hosts import zones
 from nova_ironic_multi import ironic
+from nova_ironic_multi.ironic import nodeinfo
 from nova_ironic_multi.membership import marker
-from nova_ironic_multi import nodeinfo
-from nova_ironic_multi import ownership
-from nova_ironic_multi import partition
-from nova_ironic_multi import zones
 
 
 class Refused(Exception):
@@ -307,13 +308,13 @@ class Outcome:
 
 def members(ctxt: Any) -> frozenset[str]:
     """The nova-compute hosts up and not forced down, lower-cased: a claim
-    one of them holds is its move under way (:func:`fencing.move`).
+    one of them holds is its move under way (:func:`takeover.move`).
     """
     group = servicegroup.API()
     return frozenset(
         svc.host.lower()
         for svc in objects.ServiceList.get_by_binary(
-            ctxt, fencing.BINARY, include_disabled=True)
+            ctxt, takeover.BINARY, include_disabled=True)
         if not svc.forced_down and group.service_is_up(svc))
 
 
@@ -322,14 +323,14 @@ def _move_one(ctxt: Any, move: Move, source: str, dst: Any,
     """Move the instances and orphans of one node to ``dst``, then its
     compute node row.
 
-    Each instance as the automatic takeover moves it (:func:`fencing.move`:
+    Each instance as the automatic takeover moves it (:func:`takeover.move`:
     a fresh read, a claim on its task state, then its host), so a move
     another host made since the plan is never overwritten, nova's API is
     refused meanwhile, and ``instance.update`` is notified as nova's own
-    writes do. Each gets a :data:`fencing.MANUAL_ACTION` instance action
+    writes do. Each gets a :data:`takeover.MANUAL_ACTION` instance action
     (``openstack server event list``); one in the middle of an action gets
     it before the move, so that its new host finds it and recovers it
-    (:func:`inflight.handed_over`). The compute node row follows once every
+    (:func:`recovery.handed_over`). The compute node row follows once every
     instance of the node is the destination's (the destination's resource
     tracker would move it at its next period anyway).
 
@@ -346,18 +347,18 @@ def _move_one(ctxt: Any, move: Move, source: str, dst: Any,
             done.elsewhere[uuid] = inst.host or '-'
             continue
         # (A claim an earlier run left holds the task state it found.)
-        held = fencing.parse_claim(inst.task_state)
+        held = takeover.parse_claim(inst.task_state)
         state = held[1] if held is not None else inst.task_state
         in_flight = (not inst.deleted and
-                     inflight.needs_recovery(inst.vm_state, state))
+                     recovery.needs_recovery(inst.vm_state, state))
         if in_flight:
-            fencing.record(uuid, source, dst.host, fencing.MANUAL_ACTION,
+            takeover.record(uuid, source, dst.host, takeover.MANUAL_ACTION,
                            ctxt)
-        if not fencing.move(inst, dst.host, lowered, live):
+        if not takeover.move(inst, dst.host, lowered, live):
             done.elsewhere[uuid] = inst.host or '-'
             continue
         if not in_flight:
-            fencing.record(uuid, source, dst.host, fencing.MANUAL_ACTION,
+            takeover.record(uuid, source, dst.host, takeover.MANUAL_ACTION,
                            ctxt)
         done.moved.append(uuid)
     if done.elsewhere:

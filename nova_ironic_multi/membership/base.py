@@ -30,7 +30,7 @@ from nova import context as nova_context
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from nova_ironic_multi import partition
+from nova_ironic_multi.division import partition
 
 LOG = logging.getLogger(__name__)
 

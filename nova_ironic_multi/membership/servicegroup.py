@@ -49,9 +49,9 @@ from nova import objects
 from nova import servicegroup
 from oslo_log import log as logging
 
+from nova_ironic_multi.division import partition
 from nova_ironic_multi.membership import base
 from nova_ironic_multi.membership import marker
-from nova_ironic_multi import partition
 
 LOG = logging.getLogger(__name__)
 

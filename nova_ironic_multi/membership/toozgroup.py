@@ -55,10 +55,10 @@ import tooz
 from tooz import coordination
 
 from nova_ironic_multi import compat
+from nova_ironic_multi.division import partition
 from nova_ironic_multi.membership import base
 from nova_ironic_multi.membership import servicegroup
-from nova_ironic_multi import partition
-from nova_ironic_multi import tooz_backends as backends
+from nova_ironic_multi.membership import tooz_backends as backends
 
 LOG = logging.getLogger(__name__)
 

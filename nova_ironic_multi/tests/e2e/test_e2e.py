@@ -91,8 +91,8 @@ import uuid
 
 import pytest
 
+from nova_ironic_multi.division import sharding
 from nova_ironic_multi import rings
-from nova_ironic_multi import sharding
 from nova_ironic_multi.tests.e2e import reports
 from nova_ironic_multi.tests.fixtures import deployment
 from nova_ironic_multi.tests.fixtures import keystone

@@ -39,9 +39,9 @@ from nova.tests.functional import integrated_helpers
 from placement import db_api as placement_db
 
 from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi.division import sharding
 from nova_ironic_multi import ironic
 from nova_ironic_multi import rings
-from nova_ironic_multi import sharding
 from nova_ironic_multi.tests.fixtures import ironic_server
 from nova_ironic_multi.tests.functional import threaded_sqlite
 

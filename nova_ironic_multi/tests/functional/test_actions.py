@@ -29,7 +29,7 @@ from nova import objects
 from nova.tests.functional.api import client as api_client
 
 from nova_ironic_multi import driver
-from nova_ironic_multi import states
+from nova_ironic_multi.ironic import states
 from nova_ironic_multi.tests.functional import base
 
 #: A whole-disk image, as Glance would describe one to Ironic.

@@ -23,7 +23,7 @@ from typing import Any
 
 from nova.tests.fixtures import cinder as cinder_fixture
 
-from nova_ironic_multi import states
+from nova_ironic_multi.ironic import states
 from nova_ironic_multi.tests.fixtures import ironic_server
 from nova_ironic_multi.tests.functional import test_actions
 

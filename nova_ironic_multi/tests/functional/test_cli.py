@@ -25,10 +25,10 @@ from nova import objects
 
 from nova_ironic_multi.cmd import main as cli
 from nova_ironic_multi.cmd import takeover as takeover_cmd
-from nova_ironic_multi import fencing
+from nova_ironic_multi.division import sharding
+from nova_ironic_multi.hosts import takeover
 from nova_ironic_multi.membership import marker
 from nova_ironic_multi import rings
-from nova_ironic_multi import sharding
 from nova_ironic_multi.tests.functional import base
 
 
@@ -273,7 +273,7 @@ class CliTest(CliCase):
                                  client: Any) -> Any:
             found = real(ctxt, source, client)
             inst = objects.Instance.get_by_uuid(ctxt, self.server['id'])
-            self.assertTrue(fencing.move(inst, 'host2', {'host3'},
+            self.assertTrue(takeover.move(inst, 'host2', {'host3'},
                                          {'host1', 'host2'}))
             return found
 

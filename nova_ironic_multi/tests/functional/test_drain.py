@@ -19,10 +19,10 @@ from unittest import mock
 
 from nova.compute import manager
 
-from nova_ironic_multi import drain
-from nova_ironic_multi import fencing
+from nova_ironic_multi.hosts import drain
+from nova_ironic_multi.hosts import takeover
+from nova_ironic_multi.ironic import states
 from nova_ironic_multi import rings
-from nova_ironic_multi import states
 from nova_ironic_multi.tests.functional import base
 
 PEERS = ('host1', 'host2')
@@ -212,7 +212,7 @@ class DrainRacesTest(DrainCase):
         servers = [self.boot(flavor, host='host3', node=n)
                    for n in (to_host2, other)]
         servers.append(self.boot(flavor, host='host2'))
-        real = fencing.move
+        real = takeover.move
         stopped: list[str] = []
 
         def move(inst: Any, host: str, *args: Any, **kwargs: Any) -> bool:
@@ -222,7 +222,7 @@ class DrainRacesTest(DrainCase):
                 self.computes['host2'].stop()
             return real(inst, host, *args, **kwargs)
 
-        with mock.patch.object(fencing, 'move', move):
+        with mock.patch.object(takeover, 'move', move):
             self.computes['host3'].stop()
         self.assertEqual(1, len(stopped))
         for host in ('host2', 'host3'):

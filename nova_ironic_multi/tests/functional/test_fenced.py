@@ -36,9 +36,9 @@ from typing import Any
 from nova.conf import CONF
 
 from nova_ironic_multi.cmd import main as cli
-from nova_ironic_multi import partition
+from nova_ironic_multi.division import partition
+from nova_ironic_multi.ironic import states
 from nova_ironic_multi import rings
-from nova_ironic_multi import states
 from nova_ironic_multi.tests.fixtures import redis_server
 from nova_ironic_multi.tests.functional import base
 from nova_ironic_multi.tests.functional import test_actions

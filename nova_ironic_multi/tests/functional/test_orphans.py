@@ -19,7 +19,7 @@ down once the compute is back, which needs that compute to list it.
 
 from __future__ import annotations
 
-from nova_ironic_multi import states
+from nova_ironic_multi.ironic import states
 from nova_ironic_multi.tests.functional import base
 
 

@@ -30,9 +30,9 @@ from nova import test
 import redis
 
 from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi.division import partition
 from nova_ironic_multi import membership
 from nova_ironic_multi.membership import toozgroup
-from nova_ironic_multi import partition
 from nova_ironic_multi.tests.fixtures import redis_server
 from nova_ironic_multi.tests.unit import test_membership
 

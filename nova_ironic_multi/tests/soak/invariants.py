@@ -43,9 +43,9 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 import dataclasses
 
-from nova_ironic_multi import fencing
-from nova_ironic_multi import ownership
-from nova_ironic_multi import partition
+from nova_ironic_multi.division import ownership
+from nova_ironic_multi.division import partition
+from nova_ironic_multi.hosts import takeover
 from nova_ironic_multi.tests.soak import observe
 
 #: The deployment's resource-tracker period and service_down_time
@@ -73,8 +73,8 @@ TAKEOVER_GRACE = DOWN_TIME + 2 * PERIOD + SLACK
 #: (a batch of boots, :data:`workload.BOUNDS`)...
 TASK_GRACE = 360.0
 #: ...nor a takeover's claim past the time its host gives claims back
-#: (:func:`nova_ironic_multi.fencing.release_claims`).
-CLAIM_GRACE = (fencing.CLAIM_BOUND + fencing.RELEASE_EVERY * PERIOD +
+#: (:func:`nova_ironic_multi.hosts.takeover.release_claims`).
+CLAIM_GRACE = (takeover.CLAIM_BOUND + takeover.RELEASE_EVERY * PERIOD +
                SLACK)
 RING = 'compatible'
 EXPONENT = 5
@@ -342,7 +342,7 @@ def task_state_problems(snap: observe.Snapshot) -> list[Problem]:
     for inst in snap.instances.values():
         if inst.deleted or not inst.task_state:
             continue
-        claim = fencing.parse_claim(inst.task_state) is not None
+        claim = takeover.parse_claim(inst.task_state) is not None
         problems.append(Problem(
             'task states end', inst.uuid,
             'task state %s on %s (%s)' % (inst.task_state, inst.host,

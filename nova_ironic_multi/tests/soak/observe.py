@@ -38,7 +38,9 @@ APPLICATION_NAME = 'nim-soak-checker'
 
 @dataclasses.dataclass(frozen=True)
 class Node:
-    """An Ironic node, as :mod:`nova_ironic_multi.ownership` reads it."""
+    """An Ironic node, as :mod:`~nova_ironic_multi.division.ownership` reads
+    it.
+    """
 
     uuid: str
     instance_uuid: str | None

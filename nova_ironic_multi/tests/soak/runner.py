@@ -111,7 +111,7 @@ class SoakDeployment(deployment.Deployment):
             'running_deleted_instance_poll_interval':
                 int(invariants.REAP_INTERVAL),
             # A build request lost in a fault ends in ERROR with its cause
-            # (nova_ironic_multi.unclaimed), well within a boot's bound.
+            # (nova_ironic_multi.period.unclaimed), well within a boot's bound.
             'instance_build_timeout': BUILD_TIMEOUT,
         })
         return sections

@@ -26,10 +26,10 @@ import dataclasses
 from typing import Any
 import uuid as uuidlib
 
+from nova_ironic_multi.division import partition
 from nova_ironic_multi import ironic
-from nova_ironic_multi import nodeinfo
-from nova_ironic_multi import partition
-from nova_ironic_multi import states
+from nova_ironic_multi.ironic import nodeinfo
+from nova_ironic_multi.ironic import states
 
 #: Ironic 39's provision state machine, as this fake's own table (written
 #: from ``ironic/common/state_machine.py``, never imported): for each state,

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import testtools
 
-from nova_ironic_multi import abandoned
 from nova_ironic_multi import ironic
-from nova_ironic_multi import states
+from nova_ironic_multi.ironic import states
+from nova_ironic_multi.period import abandoned
 from nova_ironic_multi.tests.unit import fake_ironic
 
 

@@ -83,14 +83,14 @@ from oslo_config import cfg
 import pytest
 
 from nova_ironic_multi import conf as nim_conf
-from nova_ironic_multi import inventory
+from nova_ironic_multi.division import ownership
 from nova_ironic_multi import ironic
+from nova_ironic_multi.ironic import nodeinfo
+from nova_ironic_multi.ironic import states
 from nova_ironic_multi.membership import marker
 from nova_ironic_multi.membership import servicegroup
 from nova_ironic_multi.membership import toozgroup
-from nova_ironic_multi import nodeinfo
-from nova_ironic_multi import ownership
-from nova_ironic_multi import states
+from nova_ironic_multi.period import inventory
 from nova_ironic_multi.tests.fixtures import fake_tooz
 from nova_ironic_multi.tests import profiles
 

@@ -33,9 +33,9 @@ from nova.conf import CONF
 
 from nova_ironic_multi.cmd import fleet as fleet_mod
 from nova_ironic_multi.cmd import ring as ring_cmd
-from nova_ironic_multi import inventory
 from nova_ironic_multi import ironic
-from nova_ironic_multi import states
+from nova_ironic_multi.ironic import states
+from nova_ironic_multi.period import inventory
 from nova_ironic_multi.tests.unit import base
 
 HOSTS = ('host1', 'host2', 'host3', 'host4')

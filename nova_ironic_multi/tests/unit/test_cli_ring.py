@@ -25,7 +25,7 @@ from typing import Any
 from nova_ironic_multi.cmd import fleet as fleet_mod
 from nova_ironic_multi.cmd import ring
 from nova_ironic_multi.cmd import takeover
-from nova_ironic_multi import partition
+from nova_ironic_multi.division import partition
 from nova_ironic_multi import rings
 from nova_ironic_multi.tests.unit import fake_ironic
 

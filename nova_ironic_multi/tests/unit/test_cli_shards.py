@@ -30,10 +30,10 @@ from nova_ironic_multi.cmd import main as cli
 from nova_ironic_multi.cmd import ring as ring_cmd
 from nova_ironic_multi.cmd import shards
 from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi.division import partition
+from nova_ironic_multi.division import sharding
 from nova_ironic_multi import ironic as ironic_mod
-from nova_ironic_multi import partition
 from nova_ironic_multi import rings
-from nova_ironic_multi import sharding
 from nova_ironic_multi.tests.unit import fake_ironic
 
 HOSTS = ('host1', 'host2', 'host3')

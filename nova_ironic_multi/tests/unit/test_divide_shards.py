@@ -21,10 +21,10 @@ import fixtures
 from nova import objects
 from nova import test
 
+from nova_ironic_multi.division import sharding
 from nova_ironic_multi import ironic
+from nova_ironic_multi.ironic import states
 from nova_ironic_multi import rings
-from nova_ironic_multi import sharding
-from nova_ironic_multi import states
 from nova_ironic_multi.tests.unit import base
 
 HOSTS = ('host1', 'host2', 'host3')
@@ -143,7 +143,7 @@ class ShardDivisionTest(base.DriverTestCase):
 
     def patch_limit(self, limit: int) -> None:
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_ironic_multi.shard_listing.FETCH_LIMIT', limit))
+            'nova_ironic_multi.period.listing.FETCH_LIMIT', limit))
 
     def test_instances_placed_while_the_host_was_away_are_fetched(
             self) -> None:

@@ -27,13 +27,13 @@ from nova import objects
 from oslo_service import _options as service_options
 
 from nova_ironic_multi import compat
-from nova_ironic_multi import drain
-from nova_ironic_multi import fencing
-from nova_ironic_multi import inflight
-from nova_ironic_multi import orphans
+from nova_ironic_multi.division import sharding
+from nova_ironic_multi.hosts import drain
+from nova_ironic_multi.hosts import recovery
+from nova_ironic_multi.hosts import takeover
+from nova_ironic_multi.ironic import states
+from nova_ironic_multi.period import orphans
 from nova_ironic_multi import rings
-from nova_ironic_multi import sharding
-from nova_ironic_multi import states
 from nova_ironic_multi.tests.unit import base
 
 HOSTS = ('host1', 'host2', 'host3')
@@ -99,7 +99,7 @@ class DrainTest(base.DriverTestCase):
     def test_stop_hands_each_instance_to_the_ring_host(self) -> None:
         placed = self.placed_over_both_peers(6)
         before = self.period()
-        with self.assertLogs('nova_ironic_multi.drain', 'INFO') as logs:
+        with self.assertLogs('nova_ironic_multi.hosts.drain', 'INFO') as logs:
             self.drivers['host3'].cleanup_host('host3')
         svc = self.service('host3')
         self.assertTrue(svc.disabled)
@@ -249,7 +249,8 @@ class DrainTest(base.DriverTestCase):
 
         with mock.patch.object(drain.Drain, '_instances',
                                staticmethod(then_api_acts)), \
-                self.assertLogs('nova_ironic_multi.drain', 'INFO') as logs:
+                self.assertLogs(
+                        'nova_ironic_multi.hosts.drain', 'INFO') as logs:
             self.drivers['host3'].cleanup_host('host3')
         inst = self.instance(uuid)
         self.assertEqual((self.ring_host(node), task_states.DELETING),
@@ -258,7 +259,7 @@ class DrainTest(base.DriverTestCase):
                       '\n'.join(logs.output))
         # The new host finds the hand-over as the last action: it recovers
         # the delete under it.
-        self.assertEqual({uuid: mock.ANY}, inflight.handed_over(
+        self.assertEqual({uuid: mock.ANY}, recovery.handed_over(
             self.ctxt, inst.host, [uuid]))
 
     def test_a_peer_that_began_draining_before_the_move_gets_nothing(
@@ -289,7 +290,7 @@ class DrainTest(base.DriverTestCase):
         uuid, node = next((u, n) for u, n in (self.deployed('host3')
                                               for _ in range(6))
                           if self.ring_host(n) == 'host2')
-        real = fencing.move
+        real = takeover.move
         calls = []
 
         def move(inst: objects.Instance, host: str, *args: object,
@@ -300,8 +301,9 @@ class DrainTest(base.DriverTestCase):
                 drain.disable('host2')
             return done
 
-        with mock.patch.object(fencing, 'move', move), \
-                self.assertLogs('nova_ironic_multi.drain', 'WARNING') as logs:
+        with mock.patch.object(takeover, 'move', move), \
+                self.assertLogs(
+                        'nova_ironic_multi.hosts.drain', 'WARNING') as logs:
             self.drivers['host3'].cleanup_host('host3')
         self.assertEqual([(uuid, 'host2'), (uuid, 'host1')],
                          [c for c in calls if c[0] == uuid])
@@ -317,7 +319,7 @@ class DrainTest(base.DriverTestCase):
 
         def then_peer_takes(host: str, plan: drain.Plan) -> list:
             found = real(host, plan)
-            self.assertTrue(fencing.move(self.instance(uuid), 'host1',
+            self.assertTrue(takeover.move(self.instance(uuid), 'host1',
                                          {'host3'}, set(PEERS)))
             return found
 
@@ -332,7 +334,7 @@ class DrainTest(base.DriverTestCase):
         placed = [self.deployed('host3') for _ in range(3)]
         # The time runs out during the first move.
         now = [0.0]
-        real = fencing.move
+        real = takeover.move
 
         def move(*args: object, **kwargs: object) -> bool:
             done = real(*args, **kwargs)  # type: ignore[arg-type]
@@ -341,8 +343,9 @@ class DrainTest(base.DriverTestCase):
 
         with mock.patch.object(drain, 'time',
                                mock.Mock(monotonic=lambda: now[0])), \
-                mock.patch.object(fencing, 'move', move), \
-                self.assertLogs('nova_ironic_multi.drain', 'ERROR') as logs:
+                mock.patch.object(takeover, 'move', move), \
+                self.assertLogs(
+                        'nova_ironic_multi.hosts.drain', 'ERROR') as logs:
             self.drivers['host3'].cleanup_host('host3')
         hosts = [self.instance(u).host for u, _ in placed]
         self.assertEqual(1, len([h for h in hosts if h != 'host3']))
@@ -358,7 +361,7 @@ class DrainTest(base.DriverTestCase):
             nova_conf.CONF.register_opts(service_options.service_opts)
         self.flags(graceful_shutdown_timeout=1)
         uuid, _ = self.deployed('host3')
-        with self.assertLogs('nova_ironic_multi.drain', 'ERROR') as logs:
+        with self.assertLogs('nova_ironic_multi.hosts.drain', 'ERROR') as logs:
             self.drivers['host3'].cleanup_host('host3')
         self.assertEqual('host3', self.instance(uuid).host)
         self.assertIn('graceful_shutdown_timeout = 1', logs.output[-1])
@@ -369,7 +372,7 @@ class DrainTest(base.DriverTestCase):
             svc.disabled = True
             svc.save()
         uuid, _ = self.deployed('host3')
-        with self.assertLogs('nova_ironic_multi.drain', 'ERROR'):
+        with self.assertLogs('nova_ironic_multi.hosts.drain', 'ERROR'):
             self.drivers['host3'].cleanup_host('host3')
         self.assertEqual('host3', self.instance(uuid).host)
 

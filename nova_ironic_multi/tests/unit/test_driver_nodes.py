@@ -26,10 +26,10 @@ import oslo_messaging
 
 from nova_ironic_multi import driver
 from nova_ironic_multi import ironic
+from nova_ironic_multi.ironic import states
 from nova_ironic_multi import membership
 from nova_ironic_multi.membership import servicegroup
 from nova_ironic_multi import rings
-from nova_ironic_multi import states
 from nova_ironic_multi.tests.unit import base
 
 HOSTS = ('host1', 'host2', 'host3')
@@ -157,7 +157,7 @@ class DivisionTest(base.DriverTestCase):
         self.ironic.nodes[node].update(instance_uuid=inst.uuid,
                                        provision_state=states.ACTIVE)
         inst.destroy()
-        with self.assertLogs('nova_ironic_multi.inventory',
+        with self.assertLogs('nova_ironic_multi.period.inventory',
                              'WARNING') as logs:
             reported = {h: set(d.get_available_nodes())
                         for h, d in self.drivers.items()}
@@ -186,14 +186,15 @@ class DivisionTest(base.DriverTestCase):
         self.ironic.nodes[node].update(instance_uuid='f' * 32,
                                        provision_state=states.ACTIVE)
         for host, drv in self.drivers.items():
-            with self.assertLogs('nova_ironic_multi.inventory') as logs:
+            with self.assertLogs('nova_ironic_multi.period.inventory') as logs:
                 nodes = drv.get_available_nodes()
             self.assertNotIn(node, nodes)
             said = [line for line in logs.output
                     if 'which nova has never heard of' in line]
             self.assertEqual(host == 'host3', bool(said), (host, said))
         # Said once, not every period.
-        with self.assertLogs('nova_ironic_multi.inventory', 'DEBUG') as logs:
+        with self.assertLogs(
+                'nova_ironic_multi.period.inventory', 'DEBUG') as logs:
             self.drivers['host3'].get_available_nodes()
         self.assertFalse([line for line in logs.output
                           if 'never heard of' in line])
@@ -211,7 +212,8 @@ class DivisionTest(base.DriverTestCase):
     def test_scope_ironic_cannot_filter_fails_closed(self) -> None:
         self.ironic.version = (1, 80)
         self.flags(shard='shard-1', group='ironic')
-        with self.assertLogs('nova_ironic_multi.inventory', 'ERROR') as logs:
+        with self.assertLogs(
+                'nova_ironic_multi.period.inventory', 'ERROR') as logs:
             self.assertRaises(exception.VirtDriverNotReady,
                               self.driver.get_available_nodes)
         self.assertIn('shard', '\n'.join(logs.output))
@@ -235,7 +237,8 @@ class DivisionTest(base.DriverTestCase):
         self.flags(partition_key='rack-a', peer_list=['host1'],
                    group='ironic_multi')
         self.flags(conductor_group='rack-b', group='ironic')
-        with self.assertLogs('nova_ironic_multi.inventory', 'ERROR') as logs:
+        with self.assertLogs(
+                'nova_ironic_multi.period.inventory', 'ERROR') as logs:
             after = set(self.driver.get_available_nodes())
         self.assertEqual(before, after)
         self.assertIn('[ironic] conductor_group', '\n'.join(logs.output))
@@ -433,7 +436,8 @@ class StartupTest(base.DriverTestCase):
         self.ironic.version = (1, 81)
         self.ironic.add_node()
         self.flags(divide='shards', group='ironic_multi')
-        with self.assertLogs('nova_ironic_multi.inventory', 'ERROR') as logs:
+        with self.assertLogs(
+                'nova_ironic_multi.period.inventory', 'ERROR') as logs:
             self.assertRaises(exception.VirtDriverNotReady,
                               self.driver.get_available_nodes)
         text = '\n'.join(logs.output)

@@ -22,7 +22,7 @@ from nova import exception
 from nova.network import model as network_model
 
 from nova_ironic_multi import ironic
-from nova_ironic_multi import states
+from nova_ironic_multi.ironic import states
 from nova_ironic_multi.tests.unit import base
 from nova_ironic_multi.tests.unit import fake_ironic
 
@@ -476,7 +476,7 @@ class VolumeConnectorTest(InstanceOnNode):
 class NetworkMetadataTest(InstanceOnNode):
 
     def test_port_groups_become_bonds(self) -> None:
-        from nova_ironic_multi import configdrive
+        from nova_ironic_multi.actions import configdrive
         group = type('G', (), {'uuid': 'pg1', 'mode': '802.3ad',
                                'address': '52:54:00:aa:aa:aa',
                                'properties': {'miimon': '100',

@@ -23,7 +23,7 @@ from nova import exception
 from nova import objects
 
 from nova_ironic_multi import ironic
-from nova_ironic_multi import states
+from nova_ironic_multi.ironic import states
 from nova_ironic_multi.tests.unit import base
 
 IMAGE_1 = '155d900f-4e14-4e4c-a73d-069cbf4541e6'

@@ -19,7 +19,8 @@ DAY = '2026-03-01 10:00:'
 
 
 def refresh(sec: str, count: int = 1) -> str:
-    return ('%s%s 123 DEBUG nova_ironic_multi.inventory [-] Managing %d '
+    return ('%s%s 123 DEBUG '
+            'nova_ironic_multi.period.inventory [-] Managing %d '
             'Ironic nodes (0 with this host\'s instances) of 6 listed'
             % (DAY, sec, count))
 

@@ -22,10 +22,10 @@ from nova import exception
 from nova import objects
 import pytest
 
+from nova_ironic_multi.actions import waits
 from nova_ironic_multi import ironic
-from nova_ironic_multi import states
+from nova_ironic_multi.ironic import states
 from nova_ironic_multi.tests.unit import base
-from nova_ironic_multi import waits
 
 BUSY = 'No free conductor workers available (HTTP 503)'
 IMAGE = '155d900f-4e14-4e4c-a73d-069cbf4541e6'
@@ -107,7 +107,7 @@ class DriverWaitsTest(base.DriverTestCase):
         super().setUp()
         self.node = self.ironic.add_node()
         self.warnings = self.useFixture(fixtures.FakeLogger(
-            name='nova_ironic_multi.waits', level=logging.WARNING))
+            name='nova_ironic_multi.actions.waits', level=logging.WARNING))
 
     def fail_after(self, method: str, then: str, times: int) -> None:
         """After each call of ``method``, ``times`` calls of ``then`` fail.

@@ -31,9 +31,9 @@ from tooz import coordination
 
 from nova_ironic_multi import compat
 from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi.division import partition
 from nova_ironic_multi import membership
 from nova_ironic_multi.membership import toozgroup
-from nova_ironic_multi import partition
 from nova_ironic_multi.tests.fixtures import fake_tooz
 from nova_ironic_multi.tests.fixtures import redis_server
 

@@ -26,11 +26,11 @@ from nova import objects
 import oslo_messaging
 from oslo_utils import timeutils
 
-from nova_ironic_multi import fencing
-from nova_ironic_multi import inflight
+from nova_ironic_multi.division import sharding
+from nova_ironic_multi.hosts import recovery
+from nova_ironic_multi.hosts import takeover
+from nova_ironic_multi.ironic import states
 from nova_ironic_multi import rings
-from nova_ironic_multi import sharding
-from nova_ironic_multi import states
 from nova_ironic_multi.tests.unit import base
 
 HOSTS = ('host1', 'host2', 'host3')
@@ -98,7 +98,8 @@ class FencedTakeoverTest(FencedCase):
         placed = [self.deployed('host2') for _ in range(6)]
         self.assertTrue(all(n in self.period()['host2'] for _, n in placed))
         self.fence('host2')
-        with self.assertLogs('nova_ironic_multi.fencing', 'WARNING') as logs:
+        with self.assertLogs(
+                'nova_ironic_multi.hosts.takeover', 'WARNING') as logs:
             reported = self.period(LIVE)
         # Both survivors act: the ring spreads the nodes over them.
         self.assertEqual(set(LIVE), {self.ring_host(n) for _, n in placed})
@@ -123,9 +124,9 @@ class FencedTakeoverTest(FencedCase):
     def test_a_failing_takeover_never_fails_the_period(self) -> None:
         uuid, node = self.deployed('host2')
         self.fence('host2')
-        with mock.patch.object(fencing, 'fenced_hosts',
+        with mock.patch.object(takeover, 'fenced_hosts',
                                side_effect=RuntimeError('bug')):
-            with self.assertLogs('nova_ironic_multi.inventory',
+            with self.assertLogs('nova_ironic_multi.period.inventory',
                                  'ERROR') as logs:
                 reported = self.period(LIVE)
         self.assertIn('fenced hosts failed', logs.output[0])
@@ -311,15 +312,15 @@ class FencedTakeoverTest(FencedCase):
         uuid, node = self.deployed('host2', vm_state='building',
                                    task_state=task_states.SPAWNING)
         self.fence('host2')
-        real = inflight.Recovery._recover
+        real = recovery.Recovery._recover
 
-        def unreadable(recovery: inflight.Recovery, *args: Any) -> Any:
+        def unreadable(rec: recovery.Recovery, *args: Any) -> Any:
             with mock.patch.object(objects.Instance, 'get_by_uuid',
                                    side_effect=exception.NovaException('db')):
-                return real(recovery, *args)
+                return real(rec, *args)
 
-        with mock.patch.object(inflight.Recovery, '_recover', unreadable):
-            with self.assertLogs('nova_ironic_multi.inflight',
+        with mock.patch.object(recovery.Recovery, '_recover', unreadable):
+            with self.assertLogs('nova_ironic_multi.hosts.recovery',
                                  'WARNING') as logs:
                 self.period(LIVE)
         self.assertIn('the next period tries again', logs.output[0])
@@ -328,7 +329,8 @@ class FencedTakeoverTest(FencedCase):
         # The fault cannot be written: no ERROR without it, tried again.
         with mock.patch.object(objects.InstanceFault, 'create',
                                side_effect=exception.NovaException('db')):
-            with self.assertLogs('nova_ironic_multi.inflight', 'WARNING'):
+            with self.assertLogs(
+                    'nova_ironic_multi.hosts.recovery', 'WARNING'):
                 self.period(LIVE)
         self.assertEqual((task_states.SPAWNING, None),
                          (self.instance(uuid).task_state, self.fault(uuid)))
@@ -353,7 +355,8 @@ class FencedTakeoverTest(FencedCase):
                     lambda: driver2.unrescue(self.ctxt, stale),
                     lambda: driver2.rescue(self.ctxt, stale, None, None,
                                            'pw', None, None)):
-            with self.assertLogs('nova_ironic_multi.fencing', 'WARNING'):
+            with self.assertLogs(
+                    'nova_ironic_multi.hosts.takeover', 'WARNING'):
                 # Preempted: nova's manager then reverts no task state.
                 self.assertRaises(exception.UnexpectedTaskStateError, act)
         self.assertEqual(states.POWER_ON,
@@ -433,9 +436,9 @@ class ClaimTest(base.DriverTestCase):
     def test_second_peer_with_the_same_read_does_nothing(self) -> None:
         # Both peers read the instance before either writes.
         seen1, seen3 = self.read(), self.read()
-        self.assertTrue(fencing.move(seen1, 'host1', self.FENCED,
+        self.assertTrue(takeover.move(seen1, 'host1', self.FENCED,
                                      self.MEMBERS))
-        self.assertFalse(fencing.move(seen3, 'host3', self.FENCED,
+        self.assertFalse(takeover.move(seen3, 'host3', self.FENCED,
                                       self.MEMBERS))
         inst = self.read()
         self.assertEqual('host1', inst.host)
@@ -459,11 +462,11 @@ class ClaimTest(base.DriverTestCase):
         # compared with that same None, succeeded: two writes, and nova's
         # API refused the instance's actions in between.
         seen3 = self.read()
-        self.assertTrue(fencing.move(self.read(), 'host1', self.FENCED,
+        self.assertTrue(takeover.move(self.read(), 'host1', self.FENCED,
                                      self.MEMBERS))
         writes, patch = self.written()
         with patch:
-            self.assertFalse(fencing.move(seen3, 'host3', self.FENCED,
+            self.assertFalse(takeover.move(seen3, 'host3', self.FENCED,
                                           self.MEMBERS))
         self.assertEqual([], writes)
         inst = self.read()
@@ -482,19 +485,19 @@ class ClaimTest(base.DriverTestCase):
             real(inst, *args, **kwargs)
             if not raced:
                 raced.append(False)
-                raced[0] = fencing.move(self.read(), 'host1',
+                raced[0] = takeover.move(self.read(), 'host1',
                                         self.FENCED, self.MEMBERS)
 
         writes, patch = self.written()
         with mock.patch.object(objects.Instance, 'refresh', refresh), patch:
-            self.assertFalse(fencing.move(self.read(), 'host3',
+            self.assertFalse(takeover.move(self.read(), 'host3',
                                           self.FENCED, self.MEMBERS))
         inst = self.read()
         self.assertEqual(('host1', None), (inst.host, inst.task_state))
         # host1's two writes, then host3's claim and its give-back.
-        self.assertEqual([('host2', fencing.claim_state('host1', None)),
+        self.assertEqual([('host2', takeover.claim_state('host1', None)),
                           ('host1', None),
-                          ('host2', fencing.claim_state('host3', None)),
+                          ('host2', takeover.claim_state('host3', None)),
                           ('host1', None)], writes)
         self.assertEqual([True], raced)
 
@@ -521,35 +524,35 @@ class ClaimTest(base.DriverTestCase):
         # host1 claimed between host3's read and host3's write: the fresh
         # read sees it (the task state changed since host3's read) ...
         held = self.read()
-        held.task_state = fencing.claim_state('host1', None)
+        held.task_state = takeover.claim_state('host1', None)
         held.save()
-        self.assertRaises(exception.InstanceUpdateConflict, fencing.move,
+        self.assertRaises(exception.InstanceUpdateConflict, takeover.move,
                           seen3, 'host3', self.FENCED, self.MEMBERS)
         # ... and so does the claim, when host1's claim lands after it.
         held.task_state = None
         held.save()
-        with self.claimed_after_refresh(fencing.claim_state('host1', None)):
+        with self.claimed_after_refresh(takeover.claim_state('host1', None)):
             self.assertRaises(exception.InstanceUpdateConflict,
-                              fencing.move, self.read(), 'host3',
+                              takeover.move, self.read(), 'host3',
                               self.FENCED, self.MEMBERS)
         # A fresh read sees the live claimer and keeps off.
-        self.assertFalse(fencing.move(self.read(), 'host3', self.FENCED,
+        self.assertFalse(takeover.move(self.read(), 'host3', self.FENCED,
                                       self.MEMBERS))
         inst = self.read()
         self.assertEqual('host2', inst.host)
-        self.assertEqual(fencing.claim_state('host1', None), inst.task_state)
+        self.assertEqual(takeover.claim_state('host1', None), inst.task_state)
         # The claimer finishes its own claim.
-        self.assertTrue(fencing.move(inst, 'host1', self.FENCED,
+        self.assertTrue(takeover.move(inst, 'host1', self.FENCED,
                                      self.MEMBERS))
         self.assertEqual(('host1', None),
                          (self.read().host, self.read().task_state))
 
     def test_a_dead_claimers_claim_is_finished_by_a_live_peer(self) -> None:
         held = self.read()
-        held.task_state = fencing.claim_state('host4',
+        held.task_state = takeover.claim_state('host4',
                                               task_states.POWERING_OFF)
         held.save()
-        self.assertTrue(fencing.move(self.read(), 'host3', self.FENCED,
+        self.assertTrue(takeover.move(self.read(), 'host3', self.FENCED,
                                      self.MEMBERS))
         inst = self.read()
         self.assertEqual(('host3', task_states.POWERING_OFF),
@@ -560,7 +563,7 @@ class ClaimTest(base.DriverTestCase):
         other = self.read()
         other.task_state = task_states.DELETING
         other.save(expected_task_state=[None])
-        self.assertRaises(exception.InstanceUpdateConflict, fencing.move,
+        self.assertRaises(exception.InstanceUpdateConflict, takeover.move,
                           seen, 'host1', self.FENCED, self.MEMBERS)
         self.assertEqual('host2', self.read().host)
         # The same when nova's API writes between the fresh read and the
@@ -570,7 +573,7 @@ class ClaimTest(base.DriverTestCase):
         other.save()
         with self.claimed_after_refresh(task_states.REBOOTING):
             self.assertRaises(exception.InstanceUpdateConflict,
-                              fencing.move, self.read(), 'host1',
+                              takeover.move, self.read(), 'host1',
                               self.FENCED, self.MEMBERS)
         self.assertEqual(('host2', task_states.REBOOTING),
                          (self.read().host, self.read().task_state))
@@ -588,10 +591,10 @@ class ClaimTest(base.DriverTestCase):
             real(inst, *args, **kwargs)
 
         with mock.patch.object(objects.Instance, 'save', save):
-            self.assertRaises(oslo_messaging.MessagingTimeout, fencing.move,
+            self.assertRaises(oslo_messaging.MessagingTimeout, takeover.move,
                               self.read(), claimer, self.FENCED,
                               self.MEMBERS, to=to)
-        self.assertEqual(('host2', fencing.claim_state(claimer, None)),
+        self.assertEqual(('host2', takeover.claim_state(claimer, None)),
                          (self.read().host, self.read().task_state))
 
     def later(self, seconds: float) -> Any:
@@ -604,10 +607,10 @@ class ClaimTest(base.DriverTestCase):
         # the claim stayed, and nova's API refused every action but delete.
         self.cut_off('host1')
         # Young: host1's move may be under way.
-        self.assertFalse(fencing.move(self.read(), 'host3', self.FENCED,
+        self.assertFalse(takeover.move(self.read(), 'host3', self.FENCED,
                                       self.MEMBERS))
-        with self.later(fencing.CLAIM_BOUND + 1):
-            self.assertTrue(fencing.move(self.read(), 'host3', self.FENCED,
+        with self.later(takeover.CLAIM_BOUND + 1):
+            self.assertTrue(takeover.move(self.read(), 'host3', self.FENCED,
                                          self.MEMBERS))
         self.assertEqual(('host3', None),
                          (self.read().host, self.read().task_state))
@@ -618,25 +621,26 @@ class ClaimTest(base.DriverTestCase):
         # its writes: nobody takes a drained host's instances over, so the
         # claim would stay for ever. host2's next start gives it back.
         self.cut_off('host2', to='host1')
-        with self.assertLogs('nova_ironic_multi.fencing', 'WARNING') as logs:
-            self.assertEqual([self.uuid], fencing.release_claims('host2'))
+        with self.assertLogs(
+                'nova_ironic_multi.hosts.takeover', 'WARNING') as logs:
+            self.assertEqual([self.uuid], takeover.release_claims('host2'))
         self.assertEqual(('host2', None),
                          (self.read().host, self.read().task_state))
         self.assertIn('a move by host2 was cut off', logs.output[0])
 
     def test_a_peers_young_claim_is_its_move_under_way(self) -> None:
         self.cut_off('host1')
-        self.assertEqual([], fencing.release_claims('host2'))
-        with self.later(fencing.CLAIM_BOUND + 1):
-            self.assertEqual([self.uuid], fencing.release_claims('host2'))
+        self.assertEqual([], takeover.release_claims('host2'))
+        with self.later(takeover.CLAIM_BOUND + 1):
+            self.assertEqual([self.uuid], takeover.release_claims('host2'))
         self.assertIsNone(self.read().task_state)
 
     def test_every_few_periods_a_host_gives_back_its_claims(self) -> None:
         inst = self.make_instance(host=self.HOST)
-        inst.task_state = fencing.claim_state(self.HOST,
+        inst.task_state = takeover.claim_state(self.HOST,
                                               task_states.REBOOTING)
         inst.save()
-        for _ in range(fencing.RELEASE_EVERY):
+        for _ in range(takeover.RELEASE_EVERY):
             self.driver.get_available_nodes()
         got = objects.Instance.get_by_uuid(self.ctxt, inst.uuid)
         self.assertEqual(task_states.REBOOTING, got.task_state)

@@ -18,10 +18,10 @@ import unittest
 from nova.compute import task_states as ts
 from nova.compute import vm_states as vs
 
-from nova_ironic_multi import inflight
-from nova_ironic_multi.inflight import Step
-from nova_ironic_multi import nodeinfo
-from nova_ironic_multi import states
+from nova_ironic_multi.hosts import recovery
+from nova_ironic_multi.hosts.recovery import Step
+from nova_ironic_multi.ironic import nodeinfo
+from nova_ironic_multi.ironic import states
 
 
 def node(power: str | None = states.POWER_ON,
@@ -40,7 +40,7 @@ class DecideTest(unittest.TestCase):
 
     def check(self, step: Step, vm: str | None, task: str | None,
               found: nodeinfo.NodeInfo | None = ON) -> None:
-        self.assertEqual(step, inflight.decide(vm, task, found).step,
+        self.assertEqual(step, recovery.decide(vm, task, found).step,
                          (vm, task, found))
 
     def test_like_nova_restart(self) -> None:
@@ -121,8 +121,8 @@ class DecideTest(unittest.TestCase):
             self.check(Step.CLEAR, vs.ACTIVE, task)
 
     def test_needs_recovery(self) -> None:
-        self.assertFalse(inflight.needs_recovery(vs.ACTIVE, None))
-        self.assertFalse(inflight.needs_recovery(vs.STOPPED, None))
-        self.assertTrue(inflight.needs_recovery(vs.ACTIVE, ts.REBOOTING))
-        self.assertTrue(inflight.needs_recovery(vs.BUILDING, None))
-        self.assertTrue(inflight.needs_recovery(vs.DELETED, None))
+        self.assertFalse(recovery.needs_recovery(vs.ACTIVE, None))
+        self.assertFalse(recovery.needs_recovery(vs.STOPPED, None))
+        self.assertTrue(recovery.needs_recovery(vs.ACTIVE, ts.REBOOTING))
+        self.assertTrue(recovery.needs_recovery(vs.BUILDING, None))
+        self.assertTrue(recovery.needs_recovery(vs.DELETED, None))

@@ -29,7 +29,7 @@ from nova.scheduler import utils as scheduler_utils
 from nova import test
 from nova.virt.ironic import patcher
 
-from nova_ironic_multi import instance_info
+from nova_ironic_multi.actions import instance_info
 
 
 def _flavor(extra_specs: dict[str, str]) -> Any:

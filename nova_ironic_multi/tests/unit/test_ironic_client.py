@@ -34,9 +34,9 @@ import requests
 from urllib3 import exceptions as urllib3_exc
 
 from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi.division import partition
 from nova_ironic_multi import ironic
-from nova_ironic_multi import nodeinfo
-from nova_ironic_multi import partition
+from nova_ironic_multi.ironic import nodeinfo
 
 
 class Node:

@@ -34,8 +34,8 @@ import requests
 import requests_mock
 
 from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi.division import partition
 from nova_ironic_multi import ironic
-from nova_ironic_multi import partition
 
 KEYSTONE = 'http://keystone.test/identity'
 AUTH_URL = KEYSTONE + '/v3'

@@ -18,9 +18,9 @@ from typing import Any
 import fixtures
 
 from nova_ironic_multi import ironic
-from nova_ironic_multi import leftovers
-from nova_ironic_multi import nodeinfo
-from nova_ironic_multi import states
+from nova_ironic_multi.ironic import nodeinfo
+from nova_ironic_multi.ironic import states
+from nova_ironic_multi.period import leftovers
 from nova_ironic_multi.tests.unit import base
 from nova_ironic_multi.tests.unit import test_driver_provision
 
@@ -162,7 +162,7 @@ class LeftoverTargetsTest(base.DriverTestCase):
 
     def patch_batch(self, n: int) -> None:
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_ironic_multi.leftovers.BATCH', n))
+            'nova_ironic_multi.period.leftovers.BATCH', n))
 
     def test_requests_are_asked_once_and_an_outage_waits_a_period(
             self) -> None:

@@ -28,12 +28,12 @@ from oslo_utils import fixture as utils_fixture
 from oslo_utils import timeutils
 
 from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi.division import ownership
+from nova_ironic_multi.division import partition
 from nova_ironic_multi import loader
 from nova_ironic_multi import membership
 from nova_ironic_multi.membership import marker
 from nova_ironic_multi.membership import servicegroup
-from nova_ironic_multi import ownership
-from nova_ironic_multi import partition
 from nova_ironic_multi import rings
 
 

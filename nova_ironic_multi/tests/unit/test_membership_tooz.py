@@ -29,9 +29,9 @@ from nova import test
 import redis
 
 from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi.division import partition
 from nova_ironic_multi import membership
 from nova_ironic_multi.membership import toozgroup
-from nova_ironic_multi import partition
 from nova_ironic_multi.tests.unit import test_membership
 
 REDIS_URL = os.environ.get('NIM_REDIS_URL', 'redis://127.0.0.1:6379')
@@ -42,7 +42,7 @@ PEER_SCRIPT = """
 import sys, time
 from oslo_config import cfg
 from nova_ironic_multi import conf
-from nova_ironic_multi import partition
+from nova_ironic_multi.division import partition
 from nova_ironic_multi.membership import toozgroup
 c = cfg.ConfigOpts()
 conf.register_opts(c)

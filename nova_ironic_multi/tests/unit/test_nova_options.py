@@ -28,7 +28,7 @@ import pytest
 
 from nova_ironic_multi import compat
 from nova_ironic_multi import conf as nim_conf
-from nova_ironic_multi import nova_options
+from nova_ironic_multi.conf import nova_options
 from nova_ironic_multi.tests import source
 
 
@@ -92,11 +92,11 @@ def warned(conf: cfg.ConfigOpts, caplog: pytest.LogCaptureFixture,
            host: str = 'host1') -> dict[str, str]:
     caplog.clear()
     with caplog.at_level(logging.WARNING,
-                         logger='nova_ironic_multi.nova_options'):
+                         logger='nova_ironic_multi.conf.nova_options'):
         nova_options.warn_differences(conf, host)
     found = {}
     for record in caplog.records:
-        if record.name != 'nova_ironic_multi.nova_options':
+        if record.name != 'nova_ironic_multi.conf.nova_options':
             continue  # oslo.config's deprecation notes
         m = re.match(r'\[ironic\] (\w+) = ', record.getMessage())
         assert m, record.getMessage()

@@ -32,10 +32,10 @@ from oslo_config import cfg
 import pytest
 
 from nova_ironic_multi import conf as nim_conf
-from nova_ironic_multi import partition
-from nova_ironic_multi import reload
+from nova_ironic_multi.division import partition
+from nova_ironic_multi.membership import tooz_backends
+from nova_ironic_multi.service import reload
 from nova_ironic_multi.tests.unit import test_partition
-from nova_ironic_multi import tooz_backends
 
 make_conf = test_partition.make_conf
 

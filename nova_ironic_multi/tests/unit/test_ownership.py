@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from oslo_config import cfg
 import pytest
 
-from nova_ironic_multi import ownership
-from nova_ironic_multi import partition
+from nova_ironic_multi.division import ownership
+from nova_ironic_multi.division import partition
 from nova_ironic_multi import rings
 
 

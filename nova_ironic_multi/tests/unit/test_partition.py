@@ -20,7 +20,7 @@ from oslo_config import cfg
 import pytest
 
 from nova_ironic_multi import conf as nim_conf
-from nova_ironic_multi import partition
+from nova_ironic_multi.division import partition
 
 
 def make_conf(ours: dict[str, Any] | None = None,
@@ -224,3 +224,18 @@ def test_divide_accepts_only_nodes_or_shards() -> None:
     conf = make_conf()
     with pytest.raises(ValueError):
         conf.set_override('divide', 'racks', group='ironic_multi')
+
+
+def test_old_import_path_warns_and_gives_the_same_types() -> None:
+    # A membership plugin written for the flat layout imports the partition
+    # types from nova_ironic_multi.partition: that keeps working for one
+    # release, with a warning naming the new path.
+    import importlib
+    import sys
+
+    sys.modules.pop('nova_ironic_multi.partition', None)
+    with pytest.warns(DeprecationWarning,
+                      match='nova_ironic_multi.division.partition'):
+        old = importlib.import_module('nova_ironic_multi.partition')
+    assert old.Partition is partition.Partition
+    assert old.Scope is partition.Scope

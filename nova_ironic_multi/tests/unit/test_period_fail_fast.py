@@ -32,7 +32,7 @@ from nova.virt import virtapi
 from nova_ironic_multi import compat
 from nova_ironic_multi import driver
 from nova_ironic_multi import ironic
-from nova_ironic_multi import states
+from nova_ironic_multi.ironic import states
 from nova_ironic_multi.tests.unit import base
 
 #: The real client class (the driver tests patch ``ironic.Ironic``).

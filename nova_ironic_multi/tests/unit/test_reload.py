@@ -26,7 +26,7 @@ from oslo_config import cfg
 import pytest
 
 from nova_ironic_multi import conf as nim_conf
-from nova_ironic_multi import reload
+from nova_ironic_multi.service import reload
 
 
 class Listener:
@@ -267,7 +267,7 @@ _NEW_VALUES = {('ironic_multi', 'partition_key'): 'rack-b',
 
 
 def _inventory(conf: cfg.ConfigOpts) -> Any:
-    from nova_ironic_multi import inventory
+    from nova_ironic_multi.period import inventory
     inv = inventory.Inventory(conf, mock.Mock(), 'host1')
     reload.watch(conf, inv)
     assert inv.current_partition().scope.conductor_group == 'rack-a'
@@ -433,7 +433,7 @@ def test_a_resolution_under_way_at_the_swap_is_done_again(
     # the old ones and before the peer list is: the key of the old files
     # with the peers of the new ones would divide rack-a among hosts that
     # do not serve it.
-    from nova_ironic_multi import partition
+    from nova_ironic_multi.division import partition
     conf, path = conf_file
     path.write_text(_OLD)
     conf.reload_config_files()
@@ -459,7 +459,7 @@ def test_a_resolution_under_way_at_the_swap_is_done_again(
 def test_files_that_never_settle_are_not_resolved(
         state: reload._State, conf_file: tuple[cfg.ConfigOpts, pathlib.Path],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from nova_ironic_multi import partition
+    from nova_ironic_multi.division import partition
     conf, path = conf_file
     opt = conf._get_opt_info('partition_key', 'ironic_multi')['opt']
     convert = opt.type
@@ -479,7 +479,7 @@ def test_a_resolution_while_the_hook_pins_never_mixes(
     # A rejected reload is pinned back one option at a time: a resolution
     # between two pins must fail (and keep the last good partition) or
     # give the old one, never the old key with the new peers.
-    from nova_ironic_multi import partition
+    from nova_ironic_multi.division import partition
     conf, path = conf_file
     reload.watch(conf, Listener(conf))
     old = partition.resolve(conf, 'host1')

@@ -26,7 +26,7 @@ from nova import objects
 
 from nova_ironic_multi import compat
 from nova_ironic_multi import driver
-from nova_ironic_multi import restart
+from nova_ironic_multi.hosts import restart
 from nova_ironic_multi.tests.unit import base
 
 
@@ -56,7 +56,7 @@ class RestartFaultTest(base.DriverTestCase):
                                     task_state=task_states.SPAWNING),
                  self.make_instance(host='other',
                                     vm_state=vm_states.BUILDING)]
-        with self.assertLogs('nova_ironic_multi.restart', 'WARNING'):
+        with self.assertLogs('nova_ironic_multi.hosts.restart', 'WARNING'):
             given = self.driver.process_instances_at_startup(
                 self.ctxt, self.instances())
         # nova's list, unchanged.
@@ -80,7 +80,7 @@ class RestartFaultTest(base.DriverTestCase):
                                   task_state=task_states.SPAWNING)
         with mock.patch.object(objects.InstanceFault, 'create',
                                side_effect=exception.NovaException('db')):
-            with self.assertLogs('nova_ironic_multi.restart', 'WARNING'):
+            with self.assertLogs('nova_ironic_multi.hosts.restart', 'WARNING'):
                 self.driver.process_instances_at_startup(self.ctxt,
                                                          self.instances())
         self.assertIsNone(self.fault(inst.uuid))

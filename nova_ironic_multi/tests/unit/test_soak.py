@@ -353,7 +353,8 @@ class TrackerTest(unittest.TestCase):
 
 
 class LogFollowerTest(unittest.TestCase):
-    LINE = ("2026-11-01 14:10:53.123 77 DEBUG nova_ironic_multi.inventory "
+    LINE = ("2026-11-01 14:10:53.123 77 DEBUG "
+            "nova_ironic_multi.period.inventory "
             "[-] Managing %d Ironic nodes (%d with this host's instances) of "
             "9 listed: 4 free in scope, 0 with other hosts' instances, 0 "
             "out of scope; peers host1,host2, ring compatible/2^5; listing "
@@ -407,7 +408,8 @@ class CheckerTest(unittest.TestCase):
 
     RT = ('%s.000 77 DEBUG nova.compute.resource_tracker [-] Final '
           'resource view: name=%s phys_ram=1024MB used_ram=0MB\n')
-    PERIOD = ("%s.000 77 INFO nova_ironic_multi.inventory [-] Managing %d "
+    PERIOD = ("%s.000 77 INFO "
+              "nova_ironic_multi.period.inventory [-] Managing %d "
               "Ironic nodes (0 with this host's instances) of 6 listed: 0 "
               "free in scope, 0 with other hosts' instances, 0 out of "
               "scope; peers host1,host2, ring compatible/2^5; listing took "

@@ -29,7 +29,7 @@ from nova.virt import virtapi
 import oslo_messaging
 
 from nova_ironic_multi import driver
-from nova_ironic_multi import stale_requests
+from nova_ironic_multi.hosts import stale_requests
 from nova_ironic_multi.tests.unit import base
 
 
@@ -83,7 +83,7 @@ class GuardTest(base.DriverTestCase):
     def test_a_request_for_an_instance_on_another_host_is_dropped(
             self) -> None:
         inst = self.make_instance(host='host2')
-        with self.assertLogs('nova_ironic_multi.stale_requests',
+        with self.assertLogs('nova_ironic_multi.hosts.stale_requests',
                              'WARNING') as logs:
             self.assertIsNone(self.manager.rescue_instance(
                 self.ctxt, instance=inst))
@@ -122,7 +122,7 @@ class GuardTest(base.DriverTestCase):
         with mock.patch.object(
                 objects.Instance, 'get_by_uuid',
                 side_effect=oslo_messaging.MessagingTimeout('conductor')), \
-                self.assertLogs('nova_ironic_multi.stale_requests',
+                self.assertLogs('nova_ironic_multi.hosts.stale_requests',
                                 'WARNING') as logs:
             self.manager.rescue_instance(self.ctxt, instance=inst)
         self.assertEqual([('rescue_instance', gone.uuid),

@@ -25,8 +25,8 @@ from nova.virt import virtapi
 import pytest
 
 from nova_ironic_multi import driver
+from nova_ironic_multi.membership import tooz_backends
 from nova_ironic_multi.tests.unit import base
-from nova_ironic_multi import tooz_backends
 
 REDIS_URL = os.environ.get('NIM_REDIS_URL', 'redis://127.0.0.1:6379')
 

@@ -23,10 +23,10 @@ from nova import objects
 from oslo_config import cfg
 import pytest
 
+from nova_ironic_multi.actions import waits
 from nova_ironic_multi import conf as nim_conf
-from nova_ironic_multi import states
+from nova_ironic_multi.ironic import states
 from nova_ironic_multi.tests.unit import base
-from nova_ironic_multi import waits
 
 IMAGE = '155d900f-4e14-4e4c-a73d-069cbf4541e6'
 #: Simulated seconds per poll: ten polls outlast the old 3600 s bound.
@@ -94,7 +94,7 @@ class SlowIronicTest(base.DriverTestCase):
             return real(*args, **kwargs)
 
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_ironic_multi.waits.until', until))
+            'nova_ironic_multi.actions.waits.until', until))
         self.node = self.ironic.add_node()
         self.ironic.steps = 12
 

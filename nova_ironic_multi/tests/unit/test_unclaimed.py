@@ -31,9 +31,9 @@ from nova.conf import CONF
 from nova import objects
 from oslo_utils import timeutils
 
-from nova_ironic_multi import restart
+from nova_ironic_multi.hosts import restart
+from nova_ironic_multi.period import unclaimed
 from nova_ironic_multi.tests.unit import base
-from nova_ironic_multi import unclaimed
 
 NODE = 'node-mine'
 OTHER = 'node-theirs'
@@ -89,7 +89,7 @@ class UnclaimedBuildsTest(base.DriverTestCase):
                          self.state(lost))
 
         with self.later(TIMEOUT + 5), self.assertLogs(
-                'nova_ironic_multi.unclaimed', 'WARNING') as logs:
+                'nova_ironic_multi.period.unclaimed', 'WARNING') as logs:
             ended = self.sweeper.sweep(self.HOST, {NODE})
         self.assertEqual([lost.uuid], ended)
         self.assertEqual((vm_states.ERROR, None), self.state(lost))
@@ -164,7 +164,7 @@ class UnclaimedBuildsTest(base.DriverTestCase):
         self.placement.get_allocations_for_consumer.side_effect = (
             RuntimeError('placement is down'))
         with self.later(TIMEOUT + 5), self.assertLogs(
-                'nova_ironic_multi.unclaimed', 'WARNING'):
+                'nova_ironic_multi.period.unclaimed', 'WARNING'):
             self.assertEqual([], self.sweeper.sweep(self.HOST, {NODE}))
         self.assertEqual((vm_states.BUILDING, task_states.SCHEDULING),
                          self.state(lost))
@@ -255,7 +255,8 @@ class HeldBuildsTest(base.DriverTestCase):
         with self.later(TIMEOUT + 5):
             self.assertEqual([inst.uuid],
                              self.sweeper.sweep(self.HOST, {NODE}))
-        with self.assertLogs('nova_ironic_multi.unclaimed', 'WARNING') as logs:
+        with self.assertLogs(
+                'nova_ironic_multi.period.unclaimed', 'WARNING') as logs:
             # The guard's wrapper answers None for a dropped build; mypy
             # sees the fake's method, declared to return nothing (ignored).
             self.assertIsNone(self.manager.build_and_run_instance(  # type: ignore[func-returns-value]

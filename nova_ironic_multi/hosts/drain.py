@@ -1,0 +1,642 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Planned scale-in: a host that stops for good hands its instances over.
+
+A node that carries an instance stays with the instance's host, so a host
+removed from the fleet strands its instances. With ``[ironic_multi]
+drain_on_stop = true`` (read when the service stops), stopping nova-compute
+(SIGTERM) hands them to the peers before the process exits:
+
+1. No new builds: the host's nova-compute service is disabled with a reason
+   that starts with :data:`REASON`, so the scheduler skips it and the peers
+   drop it from their rings (their next period takes its free nodes). In
+   threading mode (nova's default) this happens as soon as SIGTERM arrives
+   (:func:`install_sigterm`); in eventlet mode, where oslo.service's
+   launcher owns the handlers, as soon as the signal's number comes through
+   the process's wake-up pipe (:func:`watch_sigterm`), and at the latest
+   when nova calls the driver's ``cleanup_host``.
+2. nova's graceful shutdown stops taking requests, skips periodic tasks,
+   waits for the operations under way (nova 34: at most ``[DEFAULT]
+   manager_shutdown_timeout`` less the 20 seconds it keeps for the clean-up;
+   nova 33 sleeps that whole time; nova 32 does not wait) and calls
+   ``cleanup_host``, whose time :func:`compat.cleanup_host_seconds` gives.
+3. In ``cleanup_host``, each node that carries one of the host's instances,
+   or an orphan (an instance nova deleted while the host was down), goes to
+   the peer the ring names for it among the eligible peers without this
+   host: the members of its partition (up, enabled, running this driver,
+   same conductor group or peer list) in the same availability zone. Each
+   instance moves with :func:`takeover.move`, the compare-and-swap on the
+   task state that the takeover of a fenced host uses: if a peer takes the
+   instance over meanwhile (the host was fenced), this host leaves it
+   alone; if nova's API acts on it first, the move is tried again with the
+   instance as it is now (the action's request waits in this stopping
+   host's queue: nobody else would act on it), until the time runs out.
+   Each destination is checked (up, enabled, not forced down) before the
+   move and again once it holds the instance: a peer that began draining
+   meanwhile hands it on to the next host its ring names. The peer's next
+   period manages the node (its instance is the peer's now: ownership rule
+   1) and nova's resource tracker moves the compute node record, same UUID
+   and provider.
+   An instance whose action was cut short (a task state still set) gets
+   an instance action :data:`recovery.HANDOVER` first; the peer that finds
+   it among its instances recovers it as after a takeover
+   (:mod:`hosts.recovery`).
+4. The process exits. Started again, the host enables its service if it is
+   still disabled for the drain (:func:`reenable`), and claims its share of
+   the free nodes; the instances stay where they went.
+
+No fence is needed: the host itself stops acting before it hands over.
+The moves stop when the time nova leaves ``cleanup_host`` runs out; what is
+left stays with this host and is logged with how to finish.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+import dataclasses
+import os
+import select
+import signal
+import threading
+import time
+from typing import Any
+import weakref
+
+from nova import context as nova_context
+from nova import exception
+from nova import objects
+from nova import servicegroup
+from oslo_config import cfg
+from oslo_log import log as logging
+import oslo_messaging
+
+from nova_ironic_multi import compat
+from nova_ironic_multi.hosts import recovery
+from nova_ironic_multi.hosts import takeover
+from nova_ironic_multi.hosts import zones
+
+LOG = logging.getLogger(__name__)
+
+#: How the service's ``disabled_reason`` starts while it is drained.
+REASON = 'nova-ironic-multi: drained on stop'
+BINARY = 'nova-compute'
+#: Seconds kept back from the time nova leaves ``cleanup_host``: a move
+#: under way when nova stops waiting could leave its claim behind.
+MARGIN = 2.0
+#: Seconds between two looks at an instance a live peer holds a claim on.
+RETRY = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What a draining host hands over (:meth:`Inventory.handover`)."""
+
+    #: The eligible peers, lower-cased.
+    members: frozenset[str]
+    #: Instance UUID -> the node that carries it, for this host's live
+    #: instances and its orphans.
+    instances: Mapping[str, str]
+    #: Node UUID -> the member the ring gives it without this host.
+    destinations: Mapping[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """What a drain did."""
+
+    #: Instance UUID -> the host it went to.
+    moved: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: Instance UUIDs left with this host.
+    left: frozenset[str] = frozenset()
+
+
+def enabled(conf: cfg.ConfigOpts) -> bool:
+    # Mutable: read at use time.
+    return bool(conf.ironic_multi.drain_on_stop)
+
+
+def budget(conf: cfg.ConfigOpts) -> tuple[float, str]:
+    """Seconds the moves may take: what nova leaves ``cleanup_host``.
+
+    With the options that set them (:func:`compat.cleanup_host_seconds`).
+    """
+    seconds, options = compat.cleanup_host_seconds(conf)
+    return max(0.0, seconds - MARGIN), options
+
+
+def _service(ctxt: Any, host: str) -> Any:
+    return objects.Service.get_by_host_and_binary(ctxt, host, BINARY)
+
+
+def disable(host: str) -> bool:
+    """Disable ``host``'s nova-compute service for the drain.
+
+    A service already disabled keeps its reason (an operator's): it is not
+    enabled again at the next start. Returns whether this call disabled it.
+
+    :raises NovaException, MessagingException: nova cannot say or write.
+    """
+    ctxt = nova_context.get_admin_context()
+    svc = _service(ctxt, host)
+    if svc is None:
+        return False
+    if svc.disabled:
+        LOG.info('nova-compute on %(host)s is already disabled (%(why)s): '
+                 'left as it is', {'host': host, 'why': svc.disabled_reason})
+        return False
+    svc.disabled = True
+    svc.disabled_reason = ('%s ([ironic_multi] drain_on_stop); enabled '
+                           'again when it starts' % REASON)
+    svc.save()
+    LOG.warning('Draining: nova-compute on %s is disabled, so it takes no '
+                'new build and its peers take its free nodes; its instances '
+                'are handed over once the operations under way are over.',
+                host)
+    return True
+
+
+def reenable(host: str) -> bool:
+    """At start: enable the service a drain disabled; True if it did.
+
+    Only a service disabled with the drain's reason: one an operator
+    disabled since (with another reason) stays disabled.
+    """
+    ctxt = nova_context.get_admin_context()
+    try:
+        svc = _service(ctxt, host)
+        if (svc is None or not svc.disabled or
+                not (svc.disabled_reason or '').startswith(REASON)):
+            return False
+        svc.disabled = False
+        svc.disabled_reason = None
+        svc.save()
+    except (exception.NovaException,
+            oslo_messaging.MessagingException) as e:
+        LOG.error('Cannot enable nova-compute on %(host)s, disabled when it '
+                  'last stopped (drain_on_stop): %(err)s. Enable it with '
+                  '"openstack compute service set --enable %(host)s '
+                  'nova-compute".', {'host': host, 'err': e})
+        return False
+    LOG.info('nova-compute on %s was disabled by its last drain: enabled '
+             'again', host)
+    return True
+
+
+class Drain:
+    """One host's drain: :meth:`begin` at SIGTERM, :meth:`run` at stop."""
+
+    def __init__(self, conf: cfg.ConfigOpts,
+                 handover: Callable[[Callable[[frozenset[str]],
+                                              frozenset[str]]], Plan]
+                 ) -> None:
+        """:param handover: :meth:`inventory.Inventory.handover`."""
+        self._conf = conf
+        self._handover = handover
+        self._lock = threading.Lock()
+        self._begun = False
+        #: Lower-cased member -> its host name as nova writes it.
+        self._names: dict[str, str] = {}
+        #: The plan the moves follow, re-made when a peer is refused.
+        self._plan: Plan | None = None
+        #: Lower-cased peers found draining or down during the moves.
+        self._refused: set[str] = set()
+        self._servicegroup: Any = None
+
+    def begin(self, host: str) -> None:
+        """Stop taking new builds (once), if the drain is on."""
+        if not enabled(self._conf):
+            return
+        with self._lock:
+            if self._begun:
+                return
+            self._begun = True
+            try:
+                disable(host)
+            except (exception.NovaException,
+                    oslo_messaging.MessagingException) as e:
+                # The hand-over goes on: the peers keep the nodes of their
+                # instances whatever their rings say.
+                LOG.error('Draining: cannot disable nova-compute on %(host)s '
+                          '(%(err)s); the scheduler may still send it '
+                          'builds until it is down', {'host': host, 'err': e})
+
+    def eligible(self, host: str, members: frozenset[str]) -> frozenset[str]:
+        """The members that may take this host's instances.
+
+        Up, enabled and running this driver in the same partition: the
+        membership plugin said so. And in this host's cell and
+        availability zone (:func:`zones.refusal`, the rule of every move),
+        so that no instance changes zones.
+
+        :raises NovaException, MessagingException: nova cannot say.
+        """
+        ctxt = nova_context.get_admin_context()
+        services = list(objects.ServiceList.get_by_binary(ctxt, BINARY))
+        names = {svc.host.lower(): svc.host for svc in services
+                 if svc.host.lower() in members}
+        # The rule of every move (zones.refusal): same cell and zone.
+        (why,) = zones.eligible(ctxt, [host], names, services).values()
+        chosen = {}
+        for lower, name in names.items():
+            if why[lower] is None:
+                chosen[lower] = name
+            else:
+                LOG.info('Draining: %(peer)s takes none of this host\'s '
+                         'instances: %(why)s', {'peer': name,
+                                                 'why': why[lower]})
+        self._names = chosen
+        return frozenset(chosen)
+
+    def run(self, host: str) -> Result:
+        """Hand this host's instances over (``cleanup_host``).
+
+        Never raises: what cannot move stays, and the log says what to do.
+        """
+        if not enabled(self._conf):
+            return Result()
+        started = time.monotonic()
+        seconds, options = budget(self._conf)
+        deadline = started + seconds
+        self.begin(host)
+        if deadline <= started:
+            LOG.error('Draining: %(options)s leaves no time to hand the '
+                      'instances of %(host)s over: they stay with it. nova '
+                      'must leave its driver\'s clean-up more than %(min)d '
+                      's (see the operations guide, "Planned scale-in").',
+                      {'options': options, 'host': host,
+                       'min': int(MARGIN)})
+            return Result()
+        try:
+            plan = self._handover(lambda m: self.eligible(host, m))
+            found = self._instances(host, plan)
+        except Exception as e:
+            LOG.error('Draining: cannot hand the instances of %(host)s over '
+                      '(%(err)s). They stay with %(host)s: start it again '
+                      'and stop it with drain_on_stop, or fence it and let '
+                      'its peers take them over.', {'host': host, 'err': e})
+            return Result()
+        if not plan.instances:
+            LOG.info('Draining: %s has no instance to hand over', host)
+            return Result()
+        if not plan.members:
+            LOG.error('Draining: no eligible peer (up, enabled, running this '
+                      'driver in the same partition and availability zone) '
+                      'can take the %(n)d instance(s) of %(host)s: they '
+                      'stay with it until it starts again.',
+                      {'n': len(plan.instances), 'host': host})
+            return Result(left=frozenset(plan.instances))
+        result = self._move_all(host, plan, found, deadline)
+        LOG.info('Draining: %(moved)d instance(s) of %(host)s handed over, '
+                 '%(left)d left, in %(secs).1fs',
+                 {'moved': len(result.moved), 'host': host,
+                  'left': len(result.left),
+                  'secs': time.monotonic() - started})
+        if result.left:
+            LOG.error('Draining: instances %(left)s stay with %(host)s. '
+                      'Start it again and stop it with drain_on_stop, or '
+                      'fence it ("openstack compute service set --down '
+                      '%(host)s nova-compute") and run "nova-ironic-multi '
+                      'takeover".', {'left': ', '.join(sorted(result.left)),
+                                     'host': host})
+        return result
+
+    @staticmethod
+    def _record(instance_uuid: str, host: str) -> None:
+        """Record the hand-over of an instance in flight.
+
+        Its new host recovers it under this action
+        (:func:`recovery.handed_over`); the action's one event names this
+        host (the fault of a build the recovery ends in ERROR names it).
+        """
+        ctxt = nova_context.get_admin_context()
+        event = recovery.HANDOVER_EVENT + host
+        try:
+            objects.InstanceAction.action_start(
+                ctxt, instance_uuid, recovery.HANDOVER, want_result=False)
+        except (exception.NovaException,
+                oslo_messaging.MessagingException) as e:
+            LOG.error('Draining: cannot record the hand-over of instance '
+                      '%(inst)s (%(err)s): its new host will not recover '
+                      'the action it is in the middle of; reset its state '
+                      'once it is handed over.',
+                      {'inst': instance_uuid, 'err': e})
+            return
+        try:
+            objects.InstanceActionEvent.event_start(
+                ctxt, instance_uuid, event, want_result=False, host=host)
+            objects.InstanceActionEvent.event_finish(
+                ctxt, instance_uuid, event, want_result=False)
+        except (exception.NovaException,
+                oslo_messaging.MessagingException) as e:
+            LOG.warning('Draining: cannot record the event %(event)s of '
+                        'instance %(inst)s (%(err)s): an error its new host '
+                        'records will not name this host.',
+                        {'event': event, 'inst': instance_uuid, 'err': e})
+
+    @staticmethod
+    def _instances(host: str, plan: Plan) -> list[Any]:
+        if not plan.instances:
+            return []
+        ctxt = nova_context.get_admin_context(read_deleted='yes')
+        return list(objects.InstanceList.get_by_filters(
+            ctxt, {'uuid': sorted(plan.instances), 'host': host},
+            expected_attrs=[]))
+
+    def refusal(self, peer: str) -> str | None:
+        """Why ``peer`` may not take an instance now, or None.
+
+        Checked before each move and again after it: a peer that began
+        draining itself (it disabled its service) or went down since the
+        plan must not be left holding an instance.
+        """
+        ctxt = nova_context.get_admin_context()
+        try:
+            svc = _service(ctxt, peer)
+        except (exception.NovaException,
+                oslo_messaging.MessagingException) as e:
+            return 'its nova-compute service cannot be read (%s)' % e
+        if svc is None:
+            return 'it has no nova-compute service'
+        if svc.disabled:
+            return 'its nova-compute service is disabled (%s)' % (
+                svc.disabled_reason or 'no reason given')
+        if svc.forced_down:
+            return 'its nova-compute service is forced down'
+        if self._servicegroup is None:
+            self._servicegroup = servicegroup.API()
+        if not self._servicegroup.service_is_up(svc):
+            return 'its nova-compute service is down'
+        return None
+
+    def _destination(self, host: str, node: str) -> str | None:
+        """The peer ``node`` goes to, or None.
+
+        The plan's, or a new plan's when the plan's peer was refused since
+        (it is left out of the new ring).
+        """
+        plan = self._plan
+        assert plan is not None
+        lower = plan.destinations.get(node)
+        if lower is not None and lower not in self._refused:
+            return self._names.get(lower)
+        if lower is None or not plan.members - self._refused:
+            return None
+        refused = frozenset(self._refused)
+        try:
+            self._plan = plan = self._handover(
+                lambda m: self.eligible(host, m - refused))
+        except Exception as e:
+            LOG.error('Draining: cannot plan again without %(refused)s: '
+                      '%(err)s', {'refused': ', '.join(sorted(refused)),
+                                  'err': e})
+            return None
+        lower = plan.destinations.get(node)
+        if lower is None or lower in self._refused:
+            return None
+        return self._names.get(lower)
+
+    def _move_all(self, host: str, plan: Plan, found: Iterable[Any],
+                  deadline: float) -> Result:
+        moved: dict[str, str] = {}
+        left: set[str] = set()
+        self._plan, self._refused = plan, set()
+        for inst in found:
+            node = plan.instances[inst.uuid]
+            if inst.node and inst.node != node:
+                LOG.warning('Draining: instance %(inst)s is recorded on node '
+                            '%(rec)s, but node %(node)s carries it: not '
+                            'handed over', {'inst': inst.uuid,
+                                            'rec': inst.node, 'node': node})
+                left.add(inst.uuid)
+                continue
+            went = self._hand_over(host, inst, node, deadline)
+            if went is None:
+                left.add(inst.uuid)
+            else:
+                moved[inst.uuid] = went
+        return Result(moved, frozenset(left))
+
+    def _hand_over(self, host: str, inst: Any, node: str,
+                   deadline: float) -> str | None:
+        """Move one instance to a peer; the host it is on then, or None
+        (it stays with this host).
+
+        A move that loses to another writer (nova's API acting on the
+        instance, a peer's claim) is tried again with the instance as it is
+        now, until the deadline. A peer found draining or down once it
+        holds the instance hands it on to the next one the ring names.
+        """
+        source = host
+        recorded: tuple[str | None] | None = None
+        while True:
+            if time.monotonic() >= deadline:
+                return self._not_handed_over(inst, source, host)
+            dest = self._destination(host, node)
+            if dest is None:
+                LOG.warning('Draining: no eligible peer for node %(node)s '
+                            'of instance %(inst)s',
+                            {'inst': inst.uuid, 'node': node})
+                return self._not_handed_over(inst, source, host)
+            why = self.refusal(dest)
+            if why is not None:
+                LOG.warning('Draining: %(peer)s takes none of the instances '
+                            'of %(host)s: %(why)s', {'peer': dest,
+                                                      'host': host,
+                                                      'why': why})
+                self._refused.add(dest.lower())
+                continue
+            state = inst.task_state
+            held = takeover.parse_claim(state)
+            plain = held[1] if held is not None else state
+            recover = (not inst.deleted and
+                       recovery.needs_recovery(inst.vm_state, plain))
+            if recover and recorded != (plain,):
+                # Before the move, and again if nova's API acted since:
+                # the new host recovers the instance under the last action.
+                self._record(inst.uuid, source)
+                recorded = (plain,)
+            try:
+                done = takeover.move(inst, host,
+                                    frozenset([source.lower()]),
+                                    self._plan.members if self._plan
+                                    else frozenset(), to=dest)
+            except exception.InstanceUpdateConflict as e:
+                LOG.info('Draining: instance %(inst)s changed while it was '
+                         'handed over (%(err)s): trying again',
+                         {'inst': inst.uuid, 'err': e})
+                done = False
+            except (exception.NovaException,
+                    oslo_messaging.MessagingException) as e:
+                LOG.error('Draining: handing instance %(inst)s on node '
+                          '%(node)s over to %(dest)s failed: %(err)s',
+                          {'inst': inst.uuid, 'node': node, 'dest': dest,
+                           'err': e})
+                return self._not_handed_over(inst, source, host)
+            if not done:
+                current = self._reread(inst)
+                if current is None:
+                    return self._not_handed_over(inst, source, host)
+                inst = current
+                if (inst.host or '').lower() != source.lower():
+                    LOG.info('Draining: instance %(inst)s was moved to '
+                             '%(other)s by another host meanwhile',
+                             {'inst': inst.uuid, 'other': inst.host})
+                    return str(inst.host)
+                if takeover.parse_claim(inst.task_state) is not None:
+                    # A live peer's claim is being finished: look again.
+                    time.sleep(RETRY)
+                continue
+            LOG.info('Draining: handed Ironic node %(node)s with %(kind)s '
+                     '%(inst)s over to %(dest)s, which the ring names for '
+                     'it without this host (%(host)s).%(state)s',
+                     {'node': node, 'inst': inst.uuid, 'dest': dest,
+                      'host': host,
+                      'kind': ('deleted instance' if inst.deleted
+                               else 'instance'),
+                      'state': (' It was %s/%s when the operations under '
+                                'way were waited for: its new host '
+                                'recovers it.' % (inst.vm_state, plain)
+                                if recover else '')})
+            # The window between the check and the move: a peer that began
+            # draining meanwhile may have read its instances before this
+            # one arrived. Checked again now that it holds it.
+            why = self.refusal(dest)
+            if why is None:
+                return dest
+            LOG.warning('Draining: %(peer)s, which now holds instance '
+                        '%(inst)s, cannot keep it: %(why)s; handing it on',
+                        {'peer': dest, 'inst': inst.uuid, 'why': why})
+            self._refused.add(dest.lower())
+            source = dest
+
+    @staticmethod
+    def _not_handed_over(inst: Any, source: str, host: str) -> str | None:
+        """None (it stays with this host), or the peer that holds it.
+
+        A peer that holds it but cannot keep it is named at ERROR, with
+        what to do.
+        """
+        if source == host:
+            return None
+        LOG.error('Draining: instance %(inst)s is on %(peer)s, which cannot '
+                  'keep it, and could not be handed on. Fence %(peer)s '
+                  '("openstack compute service set --down %(peer)s '
+                  'nova-compute") so that its peers take it over, or start '
+                  'it again.', {'inst': inst.uuid, 'peer': source})
+        return source
+
+    @staticmethod
+    def _reread(inst: Any) -> Any | None:
+        """The instance as nova has it now, or None (gone, or unreadable)."""
+        try:
+            return takeover.read_now(inst.uuid, deleted=True)
+        except (exception.NovaException,
+                oslo_messaging.MessagingException) as e:
+            LOG.error('Draining: cannot read instance %(inst)s again: '
+                      '%(err)s', {'inst': inst.uuid, 'err': e})
+            return None
+
+
+# SIGTERM -------------------------------------------------------------------
+
+class _Sigterm:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.installed = False
+        self.listeners: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+_SIGTERM = _Sigterm()
+
+
+def install_sigterm(listener: Any) -> bool:
+    """Call ``listener._on_sigterm()`` in a thread as soon as SIGTERM arrives.
+
+    Then the handler that was in place (oslo.service's graceful shutdown)
+    runs as before. Installed once per process, only from the main thread
+    (where nova calls ``init_host``); listeners are held weakly. Returns
+    whether ``listener`` will be called.
+    """
+    with _SIGTERM.lock:
+        if not _SIGTERM.installed:
+            if threading.current_thread() is not threading.main_thread():
+                return False
+            previous = signal.getsignal(signal.SIGTERM)
+
+            def handler(signo: int, frame: Any) -> None:
+                for listener in list(_SIGTERM.listeners):
+                    # Never held up here: the shutdown must begin.
+                    threading.Thread(target=listener._on_sigterm,
+                                     name='nova-ironic-multi-drain',
+                                     daemon=True).start()
+                if callable(previous):
+                    previous(signo, frame)
+                elif previous != signal.SIG_IGN:
+                    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                    signal.raise_signal(signal.SIGTERM)
+
+            signal.signal(signal.SIGTERM, handler)
+            _SIGTERM.installed = True
+        _SIGTERM.listeners.add(listener)
+    return True
+
+
+def watch_sigterm(listener: Any) -> bool:
+    """Eventlet mode: call ``listener._on_sigterm()`` at once on SIGTERM.
+
+    oslo.service's launcher owns the handlers there: it installs its own
+    before nova starts the service and again after each SIGHUP, dropping
+    any other. So the handler is left alone, and the process's signal
+    wake-up pipe, which Python's C-level handler writes each caught
+    signal's number to whatever Python handler is installed, is read by a
+    (green) thread. Only if nothing else uses the wake-up pipe, and from
+    the main thread; listeners are held weakly. Returns whether
+    ``listener`` will be called.
+    """
+    with _SIGTERM.lock:
+        if not _SIGTERM.installed:
+            read_fd, write_fd = os.pipe()
+            os.set_blocking(read_fd, False)
+            os.set_blocking(write_fd, False)
+            try:
+                old = signal.set_wakeup_fd(write_fd,
+                                           warn_on_full_buffer=False)
+            except ValueError:      # not the main thread
+                old = None
+            if old != -1:
+                if old is not None:
+                    signal.set_wakeup_fd(old)   # someone else's
+                os.close(read_fd)
+                os.close(write_fd)
+                return False
+            threading.Thread(target=_read_wakeups, args=(read_fd,),
+                             name='nova-ironic-multi-sigterm-fd',
+                             daemon=True).start()
+            _SIGTERM.installed = True
+        _SIGTERM.listeners.add(listener)
+    return True
+
+
+def _read_wakeups(read_fd: int) -> None:
+    while True:
+        # select, then read: both yield to other green threads when
+        # eventlet patches them, and block this thread alone otherwise.
+        select.select([read_fd], [], [])
+        try:
+            data = os.read(read_fd, 512)
+        except BlockingIOError:
+            continue
+        if signal.SIGTERM in data:
+            for listener in list(_SIGTERM.listeners):
+                threading.Thread(target=listener._on_sigterm,
+                                 name='nova-ironic-multi-drain',
+                                 daemon=True).start()
