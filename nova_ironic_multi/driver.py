@@ -98,8 +98,8 @@ class IronicDriver(virt_driver.ComputeDriver):
         nim_conf.register_opts(CONF)
         self._ironic = ironic.Ironic(CONF)
         self._inventory = inventory.Inventory(CONF, self._ironic, CONF.host)
-        self._provision = provision.Provisioner(CONF, self._ironic,
-                                                self._inventory)
+        self._provision = provision.Provisioner(
+            CONF, self._ironic, self._inventory, self._inventory.followups)
         self._power = power.Power(CONF, self._ironic, self._provision)
         self._consoles = consoles.Consoles(CONF, self._ironic,
                                            self._provision)

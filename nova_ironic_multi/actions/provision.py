@@ -34,6 +34,7 @@ from oslo_log import log as logging
 from oslo_utils import excutils
 
 from nova_ironic_multi.actions import configdrive
+from nova_ironic_multi.actions import followups
 from nova_ironic_multi.actions import instance_info
 from nova_ironic_multi.actions import vifs
 from nova_ironic_multi.actions import volumes
@@ -43,8 +44,6 @@ from nova_ironic_multi.division import ownership
 from nova_ironic_multi import ironic
 from nova_ironic_multi.ironic import nodeinfo
 from nova_ironic_multi.ironic import states
-from nova_ironic_multi.period import inventory
-from nova_ironic_multi.period import leftovers
 
 LOG = logging.getLogger(__name__)
 
@@ -69,10 +68,12 @@ def deploy_failure(reason: str) -> Exception:
 class Provisioner:
 
     def __init__(self, conf: cfg.ConfigOpts, client: ironic.Ironic,
-                 nodes: inventory.Inventory) -> None:
+                 nodes: followups.NodeCache,
+                 later: followups.Followups) -> None:
         self._conf = conf
         self._ironic = client
         self._nodes = nodes
+        self._later = later
 
     def _wait(self, what: str, timeout_option: str, read: Any,
               done: Any) -> Any:
@@ -200,7 +201,7 @@ class Provisioner:
         LOG.info('Reserved Ironic node %(node)s', {'node': node_uuid},
                  instance=instance)
         # Its node may be outside what this host lists (divide = shards).
-        self._nodes.reserved(instance.uuid)
+        self._later.put(followups.Reserved(instance.uuid))
 
     # Deploy ------------------------------------------------------------------
 
@@ -256,7 +257,7 @@ class Provisioner:
                   {'node': node_uuid, 'inst': instance.uuid,
                    'state': node.provision_state if node else 'unknown'},
                   instance=instance)
-        self._nodes.abandoned(node_uuid, instance.uuid)
+        self._later.put(followups.AbandonedDeploy(node_uuid, instance.uuid))
 
     def _read(self, node_uuid: str, error: type) -> nodeinfo.NodeInfo:
         try:
@@ -548,13 +549,13 @@ class Provisioner:
             if node.instance_uuid not in (None, instance.uuid):
                 # The next instance's deploy removes them first.
                 return
-            if not leftovers.idle(node):
+            if not nodeinfo.idle(node):
                 LOG.info('Ironic node %(node)s is %(state)s: the volume '
                          'targets of the instance are removed once Ironic is '
                          'done with it', {'node': node_uuid,
                                          'state': node.provision_state},
                          instance=instance)
-                self._nodes.leftover_targets(node_uuid)
+                self._later.put(followups.LeftoverTargets(node_uuid))
                 return
             if not volumes.has_targets(self._ironic, node_uuid, volume_ids):
                 return
@@ -572,7 +573,7 @@ class Provisioner:
                         'removes them): %(error)s',
                         {'node': node_uuid, 'error': error},
                         instance=instance)
-            self._nodes.leftover_targets(node_uuid)
+            self._later.put(followups.LeftoverTargets(node_uuid))
 
     def _unreserve(self, instance: Any, node: nodeinfo.NodeInfo,
                    network_info: Any) -> None:

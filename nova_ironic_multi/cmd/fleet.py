@@ -31,6 +31,7 @@ from nova import servicegroup
 from oslo_config import cfg
 
 from nova_ironic_multi.cmd import takeover_records
+from nova_ironic_multi.conf import partition_opts
 from nova_ironic_multi import division as division_mod
 from nova_ironic_multi.division import ownership
 from nova_ironic_multi.division import partition
@@ -335,7 +336,7 @@ def gather(conf: cfg.ConfigOpts, shards: bool = False) -> Fleet:
     :raises ironic.IronicError: Ironic cannot be listed.
     :raises membership.MembershipUnavailable: the peers cannot be read.
     """
-    part = partition.resolve(conf, OBSERVER, observer=True)
+    part = partition_opts.resolve(conf, OBSERVER, observer=True)
     # Configuration mistakes first, before reaching for Ironic or nova.
     loader.plugin(loader.RINGS_NAMESPACE, part.ring_algorithm,
                   '[ironic_multi] ring_algorithm')

@@ -36,10 +36,10 @@ from typing import Any, TextIO  # noqa: E402
 
 from oslo_config import cfg  # noqa: E402
 
+from nova_ironic_multi.division import partition  # noqa: E402
 from nova_ironic_multi import ironic  # noqa: E402
 from nova_ironic_multi import loader  # noqa: E402
 from nova_ironic_multi import membership  # noqa: E402
-from nova_ironic_multi.division import partition  # noqa: E402
 
 CONF = cfg.CONF
 

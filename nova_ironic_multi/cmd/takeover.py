@@ -52,6 +52,7 @@ from oslo_config import cfg
 
 from nova_ironic_multi.cmd import fleet as fleet_mod
 from nova_ironic_multi.cmd import output
+from nova_ironic_multi.conf import partition_opts
 from nova_ironic_multi.division import ownership
 from nova_ironic_multi.division import partition
 from nova_ironic_multi.hosts import recovery
@@ -384,7 +385,7 @@ def run(source: str, dest: str, execute: bool, out: TextIO,
     conf = conf or cfg.CONF
     # The partition as the services read it: with divide = shards nova's
     # static [ironic] shard scope is not in use.
-    part = partition.resolve(conf, fleet_mod.OBSERVER, observer=True)
+    part = partition_opts.resolve(conf, fleet_mod.OBSERVER, observer=True)
     ctxt = nova_context.get_admin_context()
     try:
         mapping = objects.HostMapping.get_by_host(ctxt, source)

@@ -115,3 +115,9 @@ class NodeInfo:
                 self.power_state in (states.POWER_ERROR, states.NOSTATE) or
                 self.provision_state not in (states.AVAILABLE,
                                              states.NOSTATE))
+
+
+def idle(node: NodeInfo) -> bool:
+    """Ironic is neither tearing the node down nor cleaning it now."""
+    return (node.provision_state in (states.AVAILABLE, states.MANAGEABLE) and
+            node.target_provision_state is None)

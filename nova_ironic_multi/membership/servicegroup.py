@@ -285,7 +285,8 @@ class StaticMembership(_NovaServices):
 
     def observe(self, part: partition.Partition) -> frozenset[str]:
         if not part.peers:
-            # partition.resolve() refuses this; a direct caller learns why.
+            # partition_opts.resolve() refuses this; a direct caller learns
+            # why.
             raise base.MembershipUnavailable(
                 'membership_driver = static needs [ironic_multi] peer_list')
         return super().observe(part)

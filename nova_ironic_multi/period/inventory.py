@@ -56,6 +56,9 @@ from oslo_config import cfg
 from oslo_log import log as logging
 import oslo_messaging
 
+from nova_ironic_multi.actions import followups
+from nova_ironic_multi.conf import partition_opts
+from nova_ironic_multi.conf import reading
 from nova_ironic_multi import division as division_mod
 from nova_ironic_multi.division import ownership
 from nova_ironic_multi.division import partition
@@ -68,12 +71,12 @@ from nova_ironic_multi.ironic import nodeinfo
 from nova_ironic_multi import loader
 from nova_ironic_multi import membership
 from nova_ironic_multi.period import abandoned
+from nova_ironic_multi.period import jobs
 from nova_ironic_multi.period import leftovers
 from nova_ironic_multi.period import listing
 from nova_ironic_multi.period import orphans
 from nova_ironic_multi.period import unclaimed
 from nova_ironic_multi import rings
-from nova_ironic_multi.service import reload
 
 LOG = logging.getLogger(__name__)
 
@@ -147,7 +150,8 @@ class Inventory:
     """The node cache of one service and the refresh that fills it."""
 
     def __init__(self, conf: cfg.ConfigOpts, client: ironic.Ironic,
-                 host: str) -> None:
+                 host: str,
+                 later: followups.Followups | None = None) -> None:
         self._conf = conf
         self._ironic = client
         self.host = host
@@ -163,11 +167,21 @@ class Inventory:
         self._fresh: dict[str, tuple[float, nodeinfo.NodeInfo]] = {}
         self._orphans = orphans.Orphans()
         self._lister = listing.ShardListing(client)
+        #: What actions on nodes leave for the periods (the driver gives
+        #: its provisioner the same queue).
+        self.followups = later if later is not None else followups.Followups()
         self._leftovers = leftovers.LeftoverTargets(client)
         self._abandoned = abandoned.AbandonedDeploys(client)
         self._takeover = takeover.Takeover(conf)
         self._recovery = recovery.Recovery(client)
         self._unclaimed = unclaimed.UnclaimedBuilds(conf)
+        #: The side jobs, in the order a period runs them.
+        self.jobs: tuple[jobs.Job, ...] = (
+            jobs.RemoveLeftovers(self._leftovers),
+            jobs.UndoAbandoned(self._abandoned),
+            jobs.Recover(self._recovery),
+            jobs.SweepUnclaimed(self._unclaimed),
+            jobs.ReleaseClaims())
         #: This host's instances as of the last period (None: none yet).
         self._known: frozenset[str] | None = None
         #: Nodes last logged as orphans, and as carrying unknown instances.
@@ -184,9 +198,9 @@ class Inventory:
         """
         # Other readers of the options read oslo.config's cache: drop what
         # a read under way during the last reload left there.
-        reload.settle(self._conf)
+        reading.settle(self._conf)
         try:
-            part = partition.resolve(self._conf, self.host)
+            part = partition_opts.resolve(self._conf, self.host)
         except (partition.InvalidPartition, cfg.Error, ValueError) as e:
             error: Exception | None = e
         else:
@@ -216,32 +230,21 @@ class Inventory:
         except partition.InvalidPartition as e:
             LOG.error('Reload rejected: %s', e)
 
-    def leftover_targets(self, node_uuid: str) -> None:
-        """A delete left volume targets on a node Ironic still holds.
+    def _take_followups(self) -> None:
+        """Hand what actions left since the last period to its jobs.
 
-        A period removes them once Ironic is done with the node.
+        Each job keeps what it is given until it is done with it, so a
+        period that is NotReady loses nothing. A reservation reaches the
+        shard listing before this period's reads (``divide = shards``: the
+        node may lie in a shard another host lists).
         """
-        self._leftovers.note(node_uuid)
-
-    def abandoned(self, node_uuid: str, instance_uuid: str) -> None:
-        """Spawn gave up a deploy on a node it could not undo.
-
-        The periods undeploy the node once Ironic allows, as long as it
-        still holds ``instance_uuid``.
-        """
-        self._abandoned.note(node_uuid, instance_uuid)
-
-    def abandoned_deploys(self) -> dict[str, str]:
-        """Nodes still to be undone: node UUID -> instance UUID."""
-        return self._abandoned.pending()
-
-    def reserved(self, instance_uuid: str) -> None:
-        """This host reserved a node for ``instance_uuid`` (spawn path).
-
-        With ``divide = shards`` the node may lie in a shard another host
-        lists; the next period looks for it by its instance.
-        """
-        self._lister.reserved(instance_uuid)
+        for item in self.followups.take():
+            if isinstance(item, followups.LeftoverTargets):
+                self._leftovers.note(item.node_uuid)
+            elif isinstance(item, followups.AbandonedDeploy):
+                self._abandoned.note(item.node_uuid, item.instance_uuid)
+            else:
+                self._lister.reserved(item.instance_uuid)
 
     def membership(self, part: partition.Partition) -> membership.Membership:
         """The started membership plugin of ``part``.
@@ -307,6 +310,7 @@ class Inventory:
             if self._refreshes != seen and self._snapshot is not None:
                 return self._snapshot
             begun = time.monotonic()
+            self._take_followups()
             snapshot = self._compute()
             # Under the update lock: an update() reading the old snapshot
             # must not write it back over this one.
@@ -314,39 +318,11 @@ class Inventory:
                 snapshot = self._keep_fresh(snapshot, begun)
                 old, self._snapshot = self._snapshot, snapshot
             self._refreshes += 1
-            # Bounded, and never retried: the period is not held for long.
-            # Nor is it failed by this side job: the division stands.
-            try:
-                self._leftovers.sweep(old.nodes if old is not None else None,
-                                      snapshot.nodes)
-            except Exception:
-                LOG.exception('Looking for leftover volume targets failed; '
-                              'the next period looks again')
-            try:
-                self._abandoned.sweep()
-            except Exception:
-                LOG.exception('Undoing deploys given up on failed; the next '
-                              'period tries again')
-            # After the swap: what a recovery casts to this host's manager
-            # finds the taken over nodes among this host's.
-            try:
-                self._recovery.sweep(self.host)
-            except Exception:
-                LOG.exception('Recovering instances taken over in flight '
-                              'failed; the next period tries again')
-            try:
-                self._unclaimed.sweep(self.host, snapshot.nodes)
-            except Exception:
-                LOG.exception('Looking for builds no compute claimed '
-                              'failed; the next period looks again')
-            # The first refresh (the start), then every few.
-            if (self._refreshes - 1) % takeover.RELEASE_EVERY == 0:
-                try:
-                    takeover.release_claims(self.host)
-                except Exception:
-                    LOG.exception('Looking for claims left on the '
-                                  "instances of this host failed; looked "
-                                  'at again later')
+            # Each bounded, never retried, and never failing the period:
+            # the division stands.
+            jobs.run(self.jobs, jobs.Period(
+                self.host, self._refreshes,
+                old.nodes if old is not None else None, snapshot.nodes))
             return snapshot
 
     def _compute(self) -> Snapshot:

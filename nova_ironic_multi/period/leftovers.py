@@ -58,15 +58,9 @@ class _Outcome(enum.Enum):
     STOP = 'stop'
 
 
-def idle(node: nodeinfo.NodeInfo) -> bool:
-    """Ironic is neither tearing the node down nor cleaning it now."""
-    return (node.provision_state in (states.AVAILABLE, states.MANAGEABLE) and
-            node.target_provision_state is None)
-
-
 def resting(node: nodeinfo.NodeInfo) -> bool:
     """Free and idle: volume targets left on it belong to no instance."""
-    return node.instance_uuid is None and idle(node)
+    return node.instance_uuid is None and nodeinfo.idle(node)
 
 
 class LeftoverTargets:

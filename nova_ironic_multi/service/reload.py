@@ -53,154 +53,21 @@ cached after the reload (an old conductor group with a new peer list). So:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import os
 import queue
 import signal
 import threading
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 import weakref
 
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from nova_ironic_multi import compat
+from nova_ironic_multi.conf import reading
 from nova_ironic_multi import loader
 from nova_ironic_multi.membership import tooz_backends
 
 LOG = logging.getLogger(__name__)
-
-#: The options that make the partition, as ``(group, name)``.
-PARTITION = (('ironic_multi', 'partition_key'), ('ironic_multi', 'peer_list'),
-             ('ironic', 'conductor_group'), ('ironic_multi', 'divide'))
-
-#: The options a reload may change, as ``(group, name)``: the partition's
-#: and every other mutable option of this driver. Each is checked on every
-#: reload, since oslo.config checks a value (its choices, its type) only
-#: when it is read: it takes ``takeover = sometimes``, logs it as changed,
-#: and then every read of it fails.
-MUTABLE = PARTITION + (('ironic_multi', 'takeover'),
-                       ('ironic_multi', 'drain_on_stop'))
-
-#: Options read at start only (oslo.config keeps their old value on a
-#: reload), whose new value a reload checks all the same: one that cannot
-#: work refuses the whole reload, so the operator learns it now rather than
-#: at the next start, which it would stop.
-CHECKED = (('ironic_multi', 'membership_driver'),
-           ('ironic_multi', 'tooz_backend_url'))
-
-#: nova's options of the partition that oslo.config applies at start only
-#: (nova registers them immutable): it logs "Ignoring change to immutable
-#: option" and keeps the start value. A reload that changes one is refused
-#: whole, or it would apply the new mutable options (the conductor group)
-#: with the old list or shard: a mix no file ever described.
-START_ONLY = (('ironic', 'peer_list'), ('ironic', 'shard'))
-
-#: Attempts of :func:`consistent` before it gives up.
-_ATTEMPTS = 5
-
-_T = TypeVar('_T')
-
-
-class Unsettled(cfg.Error):
-    """The configuration files kept changing while they were being read."""
-
-
-# Past oslo.config's value cache -------------------------------------------
-#
-# oslo.config has no public way to read a value without its cache, to empty
-# the cache, or to tell which version of the files is in force; these three
-# helpers are the only places that reach into it (tests/unit/test_reload.py
-# checks them against the installed oslo.config).
-
-def read(conf: cfg.ConfigOpts, group: str, name: str) -> Any:
-    """The value of an option as its sources say now, never a cached one.
-
-    Overrides, the command line and the environment win over the files, as
-    in any read.
-
-    :raises cfg.NoSuchOptError: the option is not registered here.
-    :raises cfg.NoSuchGroupError: the group is not registered here.
-    :raises cfg.Error: the value cannot be read (also ``ValueError``).
-    """
-    value, _location = conf._do_get(name, compat.option_group(conf, group))
-    return value
-
-
-def read_new(conf: cfg.ConfigOpts, group: str, name: str) -> Any:
-    """The value of an option in the files last (re)read, even one that
-    oslo.config applies at start only.
-
-    :raises cfg.NoSuchOptError: the option is not registered here.
-    :raises cfg.NoSuchGroupError: the group is not registered here.
-    :raises cfg.Error: the value cannot be read (also ``ValueError``).
-    """
-    value, _location = conf._do_get(name, compat.option_group(conf, group),
-                                    conf._mutable_ns or conf._namespace)
-    return value
-
-
-def _clear_cache(conf: cfg.ConfigOpts) -> None:
-    # (The cache is a name-mangled attribute of ConfigOpts.)
-    conf._ConfigOpts__cache.clear()
-
-
-def _files(conf: cfg.ConfigOpts) -> tuple[Any, Any]:
-    """The parsed files in force: a new pair after every (re)load."""
-    return conf._namespace, conf._mutable_ns
-
-
-def _same(a: tuple[Any, Any], b: tuple[Any, Any]) -> bool:
-    return a[0] is b[0] and a[1] is b[1]
-
-
-def consistent(conf: cfg.ConfigOpts, reads: Callable[[], _T]) -> _T:
-    """``reads()``, its reads of ``conf`` all from one version of the files.
-
-    Run again when a reload swapped the files in while it ran (a part of
-    its values would be old, a part new), a few times at most.
-
-    :raises Unsettled: the files changed during every attempt.
-    """
-    for _attempt in range(_ATTEMPTS):
-        before = _files(conf)
-        try:
-            result = reads()
-        except Exception:
-            if _same(before, _files(conf)):
-                raise
-            continue
-        if _same(before, _files(conf)):
-            return result
-    raise Unsettled('the configuration files were reloaded %d times while '
-                    'the partition options were being read; they will be '
-                    'read again' % _ATTEMPTS)
-
-
-def settle(conf: cfg.ConfigOpts) -> None:
-    """Drop values of the partition options cached from replaced files.
-
-    A thread that took a value from the old files before a reload swapped
-    in the new ones may cache it after the reload emptied the cache; the
-    stale value would then outlive the reload for every cached read.
-    """
-    for group, name in MUTABLE:
-        try:
-            cached = conf[group][name]
-            current = read(conf, group, name)
-        except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
-            continue
-        except (cfg.Error, ValueError):
-            # Unreadable now: nothing to compare; the hook pins it.
-            continue
-        if cached != current:
-            LOG.debug('%(opt)s was cached from the configuration files '
-                      'before the last reload (%(old)r, now %(new)r): '
-                      'cleared', {'opt': _label((group, name)),
-                                  'old': cached, 'new': current})
-            _clear_cache(conf)
-            return
-
 
 class Listener(Protocol):
     def reloaded(self) -> None: ...
@@ -230,9 +97,10 @@ def watch(conf: cfg.ConfigOpts, listener: Listener) -> None:
         if id(conf) not in _STATE.hooked:
             conf.register_mutate_hook(on_mutate)
             _STATE.hooked.add(id(conf))
-        for group, name in MUTABLE:
+        for group, name in reading.MUTABLE:
             try:
-                _STATE.last_good[(group, name)] = read(conf, group, name)
+                _STATE.last_good[(group, name)] = reading.read(conf, group,
+                                                               name)
             except (cfg.Error, ValueError):
                 pass
 
@@ -244,7 +112,7 @@ def _read(conf: cfg.ConfigOpts, key: tuple[str, str]) -> tuple[Any, str]:
     """
     group, name = key
     try:
-        return read(conf, group, name), ''
+        return reading.read(conf, group, name), ''
     except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
         raise
     except (cfg.Error, ValueError) as e:
@@ -253,8 +121,6 @@ def _read(conf: cfg.ConfigOpts, key: tuple[str, str]) -> tuple[Any, str]:
         return None, str(e).rpartition(' is not valid: ')[2]
 
 
-def _label(key: tuple[str, str]) -> str:
-    return '[%s] %s' % key
 
 
 def _listed(value: Any) -> str:
@@ -267,43 +133,46 @@ def _listed(value: Any) -> str:
 
 
 def _unworkable(conf: cfg.ConfigOpts) -> dict[tuple[str, str], str]:
-    """The options of :data:`CHECKED` whose new value cannot work, and why.
+    """The options of :data:`reading.CHECKED` whose new value cannot
+    work, and why.
 
     The membership driver must be an installed plugin, as at start. A tooz
     back end is checked as at start (a URL, an installed driver with its
     client library, groups); it is not reached.
     """
     try:
-        driver, url = (read_new(conf, *key) for key in CHECKED)
+        driver, url = (reading.read_new(conf, *key) for key in reading.CHECKED)
     except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
         return {}
     except (cfg.Error, ValueError) as e:
-        return {CHECKED[0]: str(e)}
+        return {reading.CHECKED[0]: str(e)}
     if (driver is not None and
             driver not in loader.available(loader.MEMBERSHIP_NAMESPACE)):
-        return {CHECKED[0]: str(loader.PluginNotFound(
-            loader.MEMBERSHIP_NAMESPACE, driver, _label(CHECKED[0])))}
+        return {reading.CHECKED[0]: str(loader.PluginNotFound(
+            loader.MEMBERSHIP_NAMESPACE, driver,
+            reading.label(reading.CHECKED[0])))}
     if driver != 'tooz':
         return {}
     try:
         tooz_backends.check(url)
     except tooz_backends.Unusable as e:
-        return {CHECKED[1]: str(e)}
+        return {reading.CHECKED[1]: str(e)}
     return {}
 
 
 def _start_only_changes(conf: cfg.ConfigOpts) -> dict[tuple[str, str], Any]:
-    """The options of :data:`START_ONLY` the new files change: their new
-    values (None if unreadable); those oslo.config re-reads are skipped.
+    """The options of :data:`reading.START_ONLY` the new files change:
+    their new values (None if unreadable); those oslo.config re-reads are
+    skipped.
     """
     changed: dict[tuple[str, str], Any] = {}
-    for key in START_ONLY:
+    for key in reading.START_ONLY:
         try:
-            in_force = read(conf, *key)
+            in_force = reading.read(conf, *key)
         except (cfg.Error, ValueError):     # not registered, or unreadable
             continue
         try:
-            new = read_new(conf, *key)
+            new = reading.read_new(conf, *key)
         except (cfg.Error, ValueError):
             changed[key] = None
             continue
@@ -326,14 +195,14 @@ def on_mutate(conf: cfg.ConfigOpts,
     with _STATE.lock:
         # Values other threads read while the files were re-read were
         # cached from the old files: every reload, not only a pinned one.
-        _clear_cache(conf)
+        reading.clear_cache(conf)
         # The files speak again: drop the pins of the last rejected reload.
         for group, name in _STATE.pinned:
             conf.clear_override(name, group)
         _STATE.pinned.clear()
         values: dict[tuple[str, str], Any] = {}
         errors: dict[tuple[str, str], str] = {}
-        for key in MUTABLE:
+        for key in reading.MUTABLE:
             try:
                 value, error = _read(conf, key)
             except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
@@ -356,43 +225,46 @@ def on_mutate(conf: cfg.ConfigOpts,
             for key, reason in errors.items():
                 LOG.error('Reload: rejected the new value of %(opt)s: '
                           '%(reason)s; keeping %(good)r.',
-                          {'opt': _label(key), 'reason': reason,
+                          {'opt': reading.label(key), 'reason': reason,
                            'good': _STATE.last_good.get(key)})
             for key, reason in unworkable.items():
                 # (No value: a back end URL may hold a password.)
                 LOG.error('Reload: rejected the new value of %(opt)s, which '
                           'is applied at start only and could not work '
                           'there: %(reason)s',
-                          {'opt': _label(key), 'reason': reason})
+                          {'opt': reading.label(key), 'reason': reason})
             for key, new in start_only.items():
                 LOG.error('Reload: %(opt)s changed in the configuration '
                           'files, but nova applies it at start only: '
                           'restart nova-compute to change it (or put back '
                           '%(opt)s = %(start)s and send SIGHUP again); '
                           'the new value, %(new)s, is not applied.',
-                          {'opt': _label(key),
-                           'start': _listed(read(conf, *key)),
+                          {'opt': reading.label(key),
+                           'start': _listed(reading.read(conf, *key)),
                            'new': _listed(new)})
             bad = [*errors, *unworkable]
             fix = ('Fix %s in the configuration file' %
-                   ', '.join(_label(k) for k in bad) if bad else '')
+                   ', '.join(reading.label(k) for k in bad) if bad else '')
             if start_only:
                 fix += ('%s put %s back as at start' % (
                     ' and' if fix else 'Restart nova-compute, or',
-                    ', '.join(_label(k) for k in start_only)))
+                    ', '.join(reading.label(k) for k in start_only)))
             LOG.error('Reload not applied: %(bad)s, so %(held)s '
                       'stay as they were; the last good values remain in '
                       'force (%(good)s). %(fix)s and send SIGHUP again.',
                       {'bad': ', '.join(
-                          ['%s invalid' % _label(k) for k in bad] +
-                          ['%s changed (applied at start only)' % _label(k)
+                          ['%s invalid' % reading.label(k) for k in bad] +
+                          ['%s changed (applied at start only)'
+                           % reading.label(k)
                            for k in start_only]),
                        'fix': fix,
-                       'held': ', '.join(_label(k) for k in changed) or
+                       'held': ', '.join(reading.label(k) for k in changed) or
                        'no other option',
                        'good': ', '.join(
-                           '%s = %r' % (_label(k), _STATE.last_good.get(k))
-                           for k in MUTABLE if k in values or k in errors)})
+                           '%s = %r' % (reading.label(k),
+                                        _STATE.last_good.get(k))
+                           for k in reading.MUTABLE
+                           if k in values or k in errors)})
             # The changed options first, the unreadable ones last: until
             # the last pin an unreadable value is still in force, so a
             # resolution meanwhile fails (the last good partition stays)
@@ -406,7 +278,7 @@ def on_mutate(conf: cfg.ConfigOpts,
         listener.reloaded()
     # A reader that took an old value before the swap may have cached it
     # since the cache was emptied above.
-    settle(conf)
+    reading.settle(conf)
 
 
 def install_sighup(conf: cfg.ConfigOpts) -> bool:
@@ -438,7 +310,7 @@ def install_sighup(conf: cfg.ConfigOpts) -> bool:
     if not _watch_wakeup_fd(signals):
         signal.signal(signal.SIGHUP, lambda signo, frame: signals.put(signo))
     LOG.info('SIGHUP re-reads the configuration files (mutable options: '
-             '%s)', ', '.join('[%s] %s' % k for k in MUTABLE))
+             '%s)', ', '.join('[%s] %s' % k for k in reading.MUTABLE))
     return True
 
 

@@ -36,7 +36,7 @@ from typing import Any
 from nova.conf import CONF
 
 from nova_ironic_multi.cmd import main as cli
-from nova_ironic_multi.division import partition
+from nova_ironic_multi.conf import partition_opts
 from nova_ironic_multi.ironic import states
 from nova_ironic_multi import rings
 from nova_ironic_multi.tests.fixtures import redis_server
@@ -436,7 +436,7 @@ class ToozFencedTakeoverTest(FencedCase):
         """What tooz membership tells ``host`` its peers are now."""
         plugin = self.computes[host].manager.driver._inventory._membership
         assert plugin is not None and plugin.name == 'tooz'
-        return set(plugin.live_peers(partition.resolve(CONF, host)))
+        return set(plugin.live_peers(partition_opts.resolve(CONF, host)))
 
     def wait_members(self, hosts: tuple[str, ...], expected: set[str]) -> None:
         began = time.monotonic()

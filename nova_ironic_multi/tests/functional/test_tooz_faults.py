@@ -30,6 +30,7 @@ from nova import test
 import redis
 
 from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi.conf import partition_opts
 from nova_ironic_multi.division import partition
 from nova_ironic_multi import membership
 from nova_ironic_multi.membership import toozgroup
@@ -108,7 +109,7 @@ class ToozFaultsTest(test.TestCase):
     held = {'host2': 'heartbeat'}
 
     def part(self, host: str) -> partition.Partition:
-        return partition.resolve(CONF, host)
+        return partition_opts.resolve(CONF, host)
 
     def views(self) -> dict[str, set[str] | None]:
         """What each host counts now (None: it cannot tell)."""

@@ -12,7 +12,7 @@
 """A fleet under churn, as a hypothesis state machine.
 
 Each simulated nova-compute host runs the real refresh
-(:class:`inventory.Inventory`: :func:`partition.resolve` on its own
+(:class:`inventory.Inventory`: :func:`partition_opts.resolve` on its own
 configuration, the real membership plugins, the ring cache and plugins,
 :func:`ownership.select`, the orphan rules). What is simulated is the world
 they read: Ironic's nodes, nova's service records (disabled, forced down,
@@ -82,6 +82,7 @@ from nova import objects
 from oslo_config import cfg
 import pytest
 
+from nova_ironic_multi.actions import followups
 from nova_ironic_multi import conf as nim_conf
 from nova_ironic_multi.division import ownership
 from nova_ironic_multi import ironic
@@ -843,7 +844,7 @@ class Churn(stateful.RuleBasedStateMachine):
         instance.building = False
         instance.placed_at = fleet.step
         # As Provisioner.reserve tells the inventory (divide = shards).
-        host.inventory.reserved(inst)
+        host.inventory.followups.put(followups.Reserved(inst))
 
     @stateful.precondition(lambda self: bool(self._bootable()))
     @stateful.rule(data=st.data())

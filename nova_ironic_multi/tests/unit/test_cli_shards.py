@@ -30,7 +30,7 @@ from nova_ironic_multi.cmd import main as cli
 from nova_ironic_multi.cmd import ring as ring_cmd
 from nova_ironic_multi.cmd import shards
 from nova_ironic_multi import conf as nim_conf
-from nova_ironic_multi.division import partition
+from nova_ironic_multi.conf import partition_opts
 from nova_ironic_multi.division import sharding
 from nova_ironic_multi import ironic as ironic_mod
 from nova_ironic_multi import rings
@@ -52,7 +52,8 @@ def make_conf(divide: str = 'nodes',
 def make_fleet(ironic: fake_ironic.FakeIronic, divide: str = 'nodes',
                instance_hosts: dict[str, str] | None = None,
                ring: str = 'compatible') -> fleet_mod.Fleet:
-    part = partition.resolve(make_conf(divide, ring), 'cli', observer=True)
+    part = partition_opts.resolve(make_conf(divide, ring), 'cli',
+                                  observer=True)
     nodes = ironic.list_nodes(part.scope, with_shard=True)
     hosts = {h: fleet_mod.Host(h, h, True, False, False, member=True)
              for h in HOSTS}

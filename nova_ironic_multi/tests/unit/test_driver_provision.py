@@ -24,6 +24,7 @@ from nova import objects
 
 from nova_ironic_multi import ironic
 from nova_ironic_multi.ironic import states
+from nova_ironic_multi.period import jobs
 from nova_ironic_multi.tests.unit import base
 
 IMAGE_1 = '155d900f-4e14-4e4c-a73d-069cbf4541e6'
@@ -145,6 +146,12 @@ class ReservationTest(base.DriverTestCase):
 
 class SpawnTest(base.DriverTestCase):
 
+
+    def abandoned_deploys(self) -> dict[str, str]:
+        """The deploys the periods still have to undo."""
+        undo = [j for j in self.driver._inventory.jobs
+                if isinstance(j, jobs.UndoAbandoned)]
+        return undo[0].deploys.pending()
     def setUp(self) -> None:
         super().setUp()
         self.node = self.ironic.add_node()
@@ -353,7 +360,7 @@ class SpawnTest(base.DriverTestCase):
         self.driver.get_available_nodes()
         self.assertEqual((states.AVAILABLE, None),
                          (node['provision_state'], node['instance_uuid']))
-        self.assertEqual({}, self.driver._inventory.abandoned_deploys())
+        self.assertEqual({}, self.abandoned_deploys())
         self.driver.get_available_nodes()
         self.assertEqual(['active', 'deleted'], self.requested())
 
@@ -403,7 +410,7 @@ class SpawnTest(base.DriverTestCase):
             _pending=None)
         self.driver.get_available_nodes()
         self.assertEqual(['active'], self.requested())
-        self.assertEqual({}, self.driver._inventory.abandoned_deploys())
+        self.assertEqual({}, self.abandoned_deploys())
 
     def test_instance_deleted_meanwhile_aborts(self) -> None:
         def deleting() -> None:

@@ -31,7 +31,7 @@ from tooz import coordination
 
 from nova_ironic_multi import compat
 from nova_ironic_multi import conf as nim_conf
-from nova_ironic_multi.division import partition
+from nova_ironic_multi.conf import partition_opts
 from nova_ironic_multi import membership
 from nova_ironic_multi.membership import toozgroup
 from nova_ironic_multi.tests.fixtures import fake_tooz
@@ -187,7 +187,7 @@ class FakeBackendHealingTest(test.TestCase):
             plugins[host] = plugin
 
         def views() -> dict[str, set[str]]:
-            return {h: set(p.live_peers(partition.resolve(CONF, h)))
+            return {h: set(p.live_peers(partition_opts.resolve(CONF, h)))
                     for h, p in plugins.items()}
 
         def wait(expected: set[str], since: float) -> None:

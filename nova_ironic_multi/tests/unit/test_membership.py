@@ -28,6 +28,7 @@ from oslo_utils import fixture as utils_fixture
 from oslo_utils import timeutils
 
 from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi.conf import partition_opts
 from nova_ironic_multi.division import ownership
 from nova_ironic_multi.division import partition
 from nova_ironic_multi import loader
@@ -84,7 +85,7 @@ class NovaMembershipTest(test.TestCase):
     def partition(self, host: str, **ours: object) -> partition.Partition:
         for name, value in ours.items():
             self.flags(group='ironic_multi', **{name: value})
-        return partition.resolve(CONF, host)
+        return partition_opts.resolve(CONF, host)
 
     def peers(self, plugin: str, host: str, **ours: object) -> set[str]:
         part = self.partition(host, membership_driver=plugin, **ours)

@@ -29,6 +29,7 @@ from nova import test
 import redis
 
 from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi.conf import partition_opts
 from nova_ironic_multi.division import partition
 from nova_ironic_multi import membership
 from nova_ironic_multi.membership import toozgroup
@@ -93,7 +94,7 @@ class ToozTestBase(test.TestCase):
 
     def part(self, host: str, key: str | None = None) -> partition.Partition:
         self.flags(group='ironic_multi', partition_key=key)
-        return partition.resolve(CONF, host)
+        return partition_opts.resolve(CONF, host)
 
     def wait_for(self, plugin: membership.Membership,
                  part: partition.Partition, expected: set[str],

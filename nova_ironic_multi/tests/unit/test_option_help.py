@@ -32,6 +32,7 @@ from oslo_config import cfg
 import pytest
 
 from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi.conf import partition_opts
 from nova_ironic_multi.division import partition
 from nova_ironic_multi.membership import tooz_backends
 from nova_ironic_multi.service import reload
@@ -44,14 +45,14 @@ def _refused(ours: dict[str, object] | None = None,
              theirs: dict[str, object] | None = None,
              names: str = '') -> None:
     with pytest.raises(partition.InvalidPartition) as raised:
-        partition.resolve(make_conf(ours, theirs), 'host1')
+        partition_opts.resolve(make_conf(ours, theirs), 'host1')
     assert names in str(raised.value)
 
 
 def _accepted(ours: dict[str, object] | None = None,
               theirs: dict[str, object] | None = None
               ) -> partition.Partition:
-    return partition.resolve(make_conf(ours, theirs), 'host1')
+    return partition_opts.resolve(make_conf(ours, theirs), 'host1')
 
 
 def _peer_list_required() -> None:

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from oslo_config import cfg
 import pytest
 
+from nova_ironic_multi.conf import partition_opts
 from nova_ironic_multi.division import ownership
 from nova_ironic_multi.division import partition
 from nova_ironic_multi import rings
@@ -161,8 +162,8 @@ def test_regression_1866380_host_name_case_does_not_split_the_ring() -> None:
     # resolution lower-cases this host, membership lower-cases peers, so
     # every service builds the same ring whatever case each host uses.
     nodes = [Node('%08d-0000-4000-8000-000000000000' % i) for i in range(300)]
-    part_upper = partition.resolve(_conf(['Host1', 'HOST2']), 'Host1')
-    part_lower = partition.resolve(_conf(['host1', 'host2']), 'HOST2')
+    part_upper = partition_opts.resolve(_conf(['Host1', 'HOST2']), 'Host1')
+    part_lower = partition_opts.resolve(_conf(['host1', 'host2']), 'HOST2')
     members = sorted(part_upper.peers or ())
     assert members == sorted(part_lower.peers or ()) == ['host1', 'host2']
     ring = rings.load('compatible', members, 5)

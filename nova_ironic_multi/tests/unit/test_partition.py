@@ -20,6 +20,7 @@ from oslo_config import cfg
 import pytest
 
 from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi.conf import partition_opts
 from nova_ironic_multi.division import partition
 
 
@@ -37,7 +38,7 @@ def make_conf(ours: dict[str, Any] | None = None,
 
 
 def test_defaults_manage_every_node_with_servicegroup_peers() -> None:
-    part = partition.resolve(make_conf(), 'Host1')
+    part = partition_opts.resolve(make_conf(), 'Host1')
     assert part.host == 'host1'
     assert part.scope == partition.Scope(None, None)
     assert part.peers is None
@@ -48,14 +49,14 @@ def test_defaults_manage_every_node_with_servicegroup_peers() -> None:
 def test_partition_key_with_peer_list() -> None:
     conf = make_conf({'partition_key': 'Rack-A',
                       'peer_list': ['Host1', 'host2']})
-    part = partition.resolve(conf, 'host1')
+    part = partition_opts.resolve(conf, 'host1')
     assert part.scope.conductor_group == 'rack-a'
     assert part.peers == frozenset({'host1', 'host2'})
 
 
 def test_empty_partition_key_means_default_group_not_unset() -> None:
     conf = make_conf({'partition_key': '', 'peer_list': ['host1']})
-    scope = partition.resolve(conf, 'host1').scope
+    scope = partition_opts.resolve(conf, 'host1').scope
     assert scope.conductor_group == ''
     assert scope.contains('', None)
     assert scope.contains(None, None)
@@ -73,7 +74,7 @@ def test_scope_is_case_insensitive_for_groups_and_exact_for_shards() -> None:
 def test_partition_key_without_peer_list_is_refused() -> None:
     conf = make_conf({'partition_key': 'rack-a'})
     with pytest.raises(partition.InvalidPartition) as e:
-        partition.resolve(conf, 'host1')
+        partition_opts.resolve(conf, 'host1')
     assert '[ironic_multi] partition_key' in str(e.value)
     assert '[ironic_multi] peer_list' in str(e.value)
 
@@ -81,7 +82,7 @@ def test_partition_key_without_peer_list_is_refused() -> None:
 def test_partition_key_with_tooz_needs_no_peer_list() -> None:
     conf = make_conf({'partition_key': 'rack-a',
                       'membership_driver': 'tooz'})
-    part = partition.resolve(conf, 'host1')
+    part = partition_opts.resolve(conf, 'host1')
     assert part.peers is None
     assert part.scope.conductor_group == 'rack-a'
 
@@ -91,51 +92,52 @@ def test_peer_list_without_this_host_resolves_without_this_host() -> None:
     # must see the list its peers see (and leave its own ring), not keep
     # the old list and go on claiming free nodes its peers now divide.
     conf = make_conf({'partition_key': 'g', 'peer_list': ['host2', 'Host3']})
-    part = partition.resolve(conf, 'host1')
+    part = partition_opts.resolve(conf, 'host1')
     assert part.peers == frozenset({'host2', 'host3'})
     assert part.scope.conductor_group == 'g'
 
 
 def test_peer_list_is_compared_case_insensitively() -> None:
     conf = make_conf({'peer_list': ['HOST1', 'host2']})
-    assert partition.resolve(conf, 'Host1').peers == {'host1', 'host2'}
+    assert partition_opts.resolve(conf, 'Host1').peers == {'host1', 'host2'}
 
 
 def test_peer_list_entries_differing_only_in_case_are_refused() -> None:
     conf = make_conf({'peer_list': ['host1', 'Host2', 'host2']})
     with pytest.raises(partition.InvalidPartition) as e:
-        partition.resolve(conf, 'host1')
+        partition_opts.resolve(conf, 'host1')
     assert "'Host2' and 'host2'" in str(e.value)
 
 
 def test_exact_duplicate_peer_is_harmless() -> None:
     conf = make_conf({'peer_list': ['host1', 'host2', 'host2']})
-    assert partition.resolve(conf, 'host1').peers == {'host1', 'host2'}
+    assert partition_opts.resolve(conf, 'host1').peers == {'host1', 'host2'}
 
 
 def test_empty_peer_entry_is_refused() -> None:
     conf = make_conf({'peer_list': ['host1', ' ']})
     with pytest.raises(partition.InvalidPartition, match='empty host name'):
-        partition.resolve(conf, 'host1')
+        partition_opts.resolve(conf, 'host1')
 
 
 def test_static_membership_needs_a_peer_list() -> None:
     conf = make_conf({'membership_driver': 'static'})
     with pytest.raises(partition.InvalidPartition,
                        match='membership_driver = static'):
-        partition.resolve(conf, 'host1')
+        partition_opts.resolve(conf, 'host1')
 
 
 def test_nova_conductor_group_alone_is_honoured() -> None:
     conf = make_conf({'peer_list': ['host1']},
                      {'conductor_group': 'Rack-B'})
-    assert partition.resolve(conf, 'host1').scope.conductor_group == 'rack-b'
+    part = partition_opts.resolve(conf, 'host1')
+    assert part.scope.conductor_group == 'rack-b'
 
 
 def test_nova_partition_key_alias_alone_is_honoured() -> None:
     # nova's [ironic] conductor_group is also known as partition_key.
     conf = make_conf({}, {'conductor_group': 'g', 'peer_list': ['host1']})
-    part = partition.resolve(conf, 'host1')
+    part = partition_opts.resolve(conf, 'host1')
     assert part.scope.conductor_group == 'g'
     assert part.peers == {'host1'}
 
@@ -143,14 +145,15 @@ def test_nova_partition_key_alias_alone_is_honoured() -> None:
 def test_equal_conductor_groups_agree() -> None:
     conf = make_conf({'partition_key': 'RACK', 'peer_list': ['host1']},
                      {'conductor_group': 'rack'})
-    assert partition.resolve(conf, 'host1').scope.conductor_group == 'rack'
+    part = partition_opts.resolve(conf, 'host1')
+    assert part.scope.conductor_group == 'rack'
 
 
 def test_contradicting_conductor_group_names_both_options() -> None:
     conf = make_conf({'partition_key': 'rack-a', 'peer_list': ['host1']},
                      {'conductor_group': 'rack-b'})
     with pytest.raises(partition.InvalidPartition) as e:
-        partition.resolve(conf, 'host1')
+        partition_opts.resolve(conf, 'host1')
     msg = str(e.value)
     assert '[ironic_multi] partition_key' in msg
     assert '[ironic] conductor_group' in msg
@@ -161,7 +164,7 @@ def test_contradicting_peer_lists_name_both_options() -> None:
     conf = make_conf({'peer_list': ['host1', 'host2']},
                      {'peer_list': ['host1', 'host3']})
     with pytest.raises(partition.InvalidPartition) as e:
-        partition.resolve(conf, 'host1')
+        partition_opts.resolve(conf, 'host1')
     assert '[ironic_multi] peer_list' in str(e.value)
     assert '[ironic] peer_list' in str(e.value)
 
@@ -169,28 +172,28 @@ def test_contradicting_peer_lists_name_both_options() -> None:
 def test_equal_peer_lists_agree() -> None:
     conf = make_conf({'peer_list': ['host1', 'HOST2']},
                      {'peer_list': ['host2', 'host1']})
-    assert partition.resolve(conf, 'host1').peers == {'host1', 'host2'}
+    assert partition_opts.resolve(conf, 'host1').peers == {'host1', 'host2'}
 
 
 def test_nova_peer_list_alone_is_honoured_and_named() -> None:
     conf = make_conf({}, {'peer_list': ['host2', 'HOST1']})
-    part = partition.resolve(conf, 'host1')
+    part = partition_opts.resolve(conf, 'host1')
     assert part.peers == {'host1', 'host2'}
     assert part.peers_option == '[ironic] peer_list'
-    assert partition.resolve(make_conf({'peer_list': ['host1']}),
+    assert partition_opts.resolve(make_conf({'peer_list': ['host1']}),
                              'host1').peers_option == (
         '[ironic_multi] peer_list')
 
 
 def test_shard_without_peer_list_makes_this_host_the_only_peer() -> None:
-    part = partition.resolve(make_conf({}, {'shard': 'shard-1'}), 'Host1')
+    part = partition_opts.resolve(make_conf({}, {'shard': 'shard-1'}), 'Host1')
     assert part.scope.shard == 'shard-1'
     assert part.peers == {'host1'}
 
 
 def test_shard_with_peer_list_shares_the_shard() -> None:
     conf = make_conf({'peer_list': ['host1', 'host2']}, {'shard': 's'})
-    assert partition.resolve(conf, 'host1').peers == {'host1', 'host2'}
+    assert partition_opts.resolve(conf, 'host1').peers == {'host1', 'host2'}
 
 
 @pytest.mark.parametrize('bad', ['has space', 'a/b', 'x' * 256])
@@ -201,12 +204,12 @@ def test_partition_key_syntax_is_enforced_by_the_option(bad: str) -> None:
 
 
 def test_divide_defaults_to_nodes() -> None:
-    part = partition.resolve(make_conf(), 'host1')
+    part = partition_opts.resolve(make_conf(), 'host1')
     assert part.divide == 'nodes' and not part.by_shard
 
 
 def test_divide_shards_resolves() -> None:
-    part = partition.resolve(make_conf({'divide': 'shards'}), 'host1')
+    part = partition_opts.resolve(make_conf({'divide': 'shards'}), 'host1')
     assert part.by_shard
     assert part.summary()['divide'] == 'shards'
     assert part.peers is None
@@ -215,7 +218,7 @@ def test_divide_shards_resolves() -> None:
 def test_divide_shards_with_nova_shard_names_both_options() -> None:
     conf = make_conf({'divide': 'shards'}, {'shard': 'shard-1'})
     with pytest.raises(partition.InvalidPartition) as e:
-        partition.resolve(conf, 'host1')
+        partition_opts.resolve(conf, 'host1')
     assert '[ironic_multi] divide = shards' in str(e.value)
     assert "[ironic] shard = 'shard-1'" in str(e.value)
 

@@ -26,6 +26,8 @@ from oslo_config import cfg
 import pytest
 
 from nova_ironic_multi import conf as nim_conf
+from nova_ironic_multi.conf import partition_opts
+from nova_ironic_multi.conf import reading
 from nova_ironic_multi.service import reload
 
 
@@ -312,7 +314,7 @@ class _Hammer(threading.Thread):
                 if self.stop:
                     return
                 self.idle = False
-            for group, name in reload.MUTABLE:
+            for group, name in reading.MUTABLE:
                 self.conf[group][name]
             with self.cond:
                 self.rounds += 1
@@ -433,7 +435,6 @@ def test_a_resolution_under_way_at_the_swap_is_done_again(
     # the old ones and before the peer list is: the key of the old files
     # with the peers of the new ones would divide rack-a among hosts that
     # do not serve it.
-    from nova_ironic_multi.division import partition
     conf, path = conf_file
     path.write_text(_OLD)
     conf.reload_config_files()
@@ -449,7 +450,7 @@ def test_a_resolution_under_way_at_the_swap_is_done_again(
         return converted
 
     monkeypatch.setattr(opt, 'type', convert_then_reload)
-    part = partition.resolve(conf, 'host1')
+    part = partition_opts.resolve(conf, 'host1')
     assert len(reloads) == 1
     assert part.scope.conductor_group == 'rack-b'
     assert part.peers == frozenset({'host1', 'host2'})
@@ -459,7 +460,6 @@ def test_a_resolution_under_way_at_the_swap_is_done_again(
 def test_files_that_never_settle_are_not_resolved(
         state: reload._State, conf_file: tuple[cfg.ConfigOpts, pathlib.Path],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from nova_ironic_multi.division import partition
     conf, path = conf_file
     opt = conf._get_opt_info('partition_key', 'ironic_multi')['opt']
     convert = opt.type
@@ -469,8 +469,8 @@ def test_files_that_never_settle_are_not_resolved(
         return convert(value)
 
     monkeypatch.setattr(opt, 'type', convert_then_reload)
-    with pytest.raises(reload.Unsettled, match='reloaded 5 times'):
-        partition.resolve(conf, 'host1')
+    with pytest.raises(reading.Unsettled, match='reloaded 5 times'):
+        partition_opts.resolve(conf, 'host1')
 
 
 def test_a_resolution_while_the_hook_pins_never_mixes(
@@ -482,14 +482,14 @@ def test_a_resolution_while_the_hook_pins_never_mixes(
     from nova_ironic_multi.division import partition
     conf, path = conf_file
     reload.watch(conf, Listener(conf))
-    old = partition.resolve(conf, 'host1')
+    old = partition_opts.resolve(conf, 'host1')
     seen: list[Any] = []
     pin = conf.set_override
 
     def pin_then_resolve(name: str, value: Any, group: str) -> None:
         pin(name, value, group)
         try:
-            seen.append(partition.resolve(conf, 'host1'))
+            seen.append(partition_opts.resolve(conf, 'host1'))
         except (partition.InvalidPartition, cfg.Error, ValueError) as e:
             seen.append(type(e))
 
@@ -623,7 +623,7 @@ def test_every_mutable_option_of_the_driver_is_checked_on_reload() -> None:
                for info, group in conf._all_opt_infos()
                if info['opt'].mutable}
     assert mutable
-    assert mutable <= set(reload.MUTABLE)
+    assert mutable <= set(reading.MUTABLE)
 
 
 # nova's options of the partition that oslo.config applies at start only --
@@ -653,7 +653,7 @@ def test_a_change_to_novas_start_only_options_refuses_the_whole_reload(
     path.write_text(base % ('g2', option, new))
     conf.mutate_config_files()
     assert conf.ironic.conductor_group == 'g1'
-    assert reload.read(conf, 'ironic', 'conductor_group') == 'g1'
+    assert reading.read(conf, 'ironic', 'conductor_group') == 'g1'
     assert conf.ironic[option] == expected
     assert ('Reload: [ironic] %s changed in the configuration files, but '
             'nova applies it at start only: restart nova-compute to change '
