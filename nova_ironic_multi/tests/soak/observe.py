@@ -236,16 +236,41 @@ class LogFollower:
         self.offset = 0
         self._rest = b''
         self.last: Period | None = None
-        #: node -> UNIX time nova's resource tracker last reported it.
-        self.reports: dict[str, float] = {}
+        #: node -> UNIX time nova's resource tracker reported it, in the
+        #: host's last whole period and in the period under way.
+        self._last: dict[str, float] = {}
+        self._current: dict[str, float] = {}
+        #: The nodes the period under way manages, until all are reported.
+        self._owned: int | None = None
         self.counts: dict[str, int] = dict.fromkeys(NOTABLE, 0)
         #: The first line of each ERROR block, numbers and UUIDs masked.
         self.errors: dict[str, int] = {}
         self._block = ''
 
     def reported(self, now: float, window: float) -> set[str]:
-        """The nodes reported within ``window`` seconds before ``now``."""
-        return {n for n, at in self.reports.items() if now - at <= window}
+        """The nodes the host's resource tracker reports now.
+
+        Those of its last whole period and of the period under way, each
+        reported within ``window`` seconds before ``now``. A node the host
+        let go is out as soon as the period that dropped it is whole (its
+        "Managing" line counts the nodes nova then reports), not a window
+        later: a hand-over between two hosts is no double report.
+        """
+        return {n for reports in (self._last, self._current)
+                for n, at in reports.items() if now - at <= window}
+
+    def _period_begins(self, owned: int) -> None:
+        # The last whole period stands until this one is whole; what a
+        # period cut short (nova's report failed half way) did report is
+        # added to it.
+        self._last = {**self._last, **self._current}
+        self._current = {}
+        self._owned = owned
+        if owned == 0:
+            self._period_whole()
+
+    def _period_whole(self) -> None:
+        self._last, self._current, self._owned = self._current, {}, None
 
     def skip_to_end(self) -> None:
         try:
@@ -277,7 +302,10 @@ class LogFollower:
             if r is not None:
                 at = log_time(line)
                 if at is not None:
-                    self.reports[r.group('node')] = at
+                    self._current[r.group('node')] = at
+                    if (self._owned is not None and
+                            len(self._current) >= self._owned):
+                        self._period_whole()
                 continue
             m = PERIOD_LINE.search(line)
             if m is None:
@@ -287,6 +315,7 @@ class LogFollower:
                 continue
             self.last = Period(at, int(m.group('owned')),
                                int(m.group('mine')), m.group('peers'), line)
+            self._period_begins(int(m.group('owned')))
 
     def _error(self, line: str) -> None:
         m = ERROR_LINE.match(line)

@@ -402,6 +402,46 @@ class LogFollowerTest(unittest.TestCase):
         self.assertEqual({G1[0], G1[1]}, follower.reported(at, 5))
         self.assertEqual({G1[1]}, follower.reported(at + 1, 3))
 
+    def test_a_node_let_go_is_not_reported_once_the_period_is_whole(
+            self) -> None:
+        # host1 manages two nodes, then hands G1[1] over: the period that
+        # drops it reports G1[0] alone, and from then on G1[1] is not
+        # among what host1 reports, though within the window.
+        fd, path = tempfile.mkstemp()
+        self.addCleanup(os.unlink, path)
+        period = ("2026-11-01 14:10:%02d.000 77 DEBUG "
+                  "nova_ironic_multi.period.inventory [-] Managing %d "
+                  "Ironic nodes (0 with this host's instances) of 6 listed: "
+                  "0 free in scope, 0 with other hosts' instances, 0 out of "
+                  "scope; peers host1,host2, ring compatible/2^5; listing "
+                  "took 0.01s, division 0.001s\n")
+        rt = ('2026-11-01 14:10:%02d.500 77 DEBUG '
+              'nova.compute.resource_tracker [-] Final resource view: '
+              'name=%s phys_ram=1024MB used_ram=0MB\n')
+        follower = observe.LogFollower(path)
+        with os.fdopen(fd, 'w') as f:
+            f.write(period % (40, 2) + rt % (40, G1[0]) + rt % (40, G1[1]))
+            f.flush()
+            follower.poll()
+            at = observe.log_time(rt % (40, G1[1]))
+            assert at is not None
+            self.assertEqual({G1[0], G1[1]}, follower.reported(at, 15))
+            # The next period has begun, not yet reported: the last whole
+            # one stands.
+            f.write(period % (45, 1))
+            f.flush()
+            follower.poll()
+            self.assertEqual({G1[0], G1[1]}, follower.reported(at + 5, 15))
+            f.write(rt % (45, G1[0]))
+            f.flush()
+            follower.poll()
+            self.assertEqual({G1[0]}, follower.reported(at + 5, 15))
+            # A period cut short keeps the nodes it did not get to.
+            f.write(period % (50, 1) + period % (55, 1))
+            f.flush()
+            follower.poll()
+            self.assertEqual({G1[0]}, follower.reported(at + 15, 15))
+
 
 class CheckerTest(unittest.TestCase):
     """The checker's own pipeline: the computes' logs in, violations out."""
