@@ -406,6 +406,14 @@ def allocation_problems(snap: observe.Snapshot) -> list[Problem]:
     the server is deleted (nova's start puts those in ERROR). Such a
     server's allocation is its own wherever it is; one that never ends is a
     stuck request, which that invariant checks.
+
+    Found by the soak: when a rebuild fails on its compute (Ironic's
+    conductor down), nova's ``rebuild_instance`` removes the server's
+    allocation from its own node
+    (``delete_allocation_for_evacuated_instance`` with the rebuild's
+    ``scheduled_node``) and nothing puts it back; the server stays in ERROR
+    on the node. A server with a failed rebuild may lack its allocation on
+    its node; one anywhere else is still a leak.
     """
     want: dict[str, set[str]] = {}
     unclaimed: set[str] = set()
@@ -420,7 +428,8 @@ def allocation_problems(snap: observe.Snapshot) -> list[Problem]:
     problems = []
     for node in sorted(set(want) | set(snap.allocations)):
         have = snap.allocations.get(node, set()) - unclaimed
-        servers = want.get(node, set())
+        servers = {s for s in want.get(node, set())
+                   if s in have or s not in snap.failed_rebuilds}
         if have != servers:
             problems.append(Problem(
                 'allocations are the servers', node,

@@ -109,6 +109,9 @@ class Snapshot:
     allocations: dict[str, set[str]]
     #: Ironic conductor groups with a conductor online
     conductor_groups: set[str]
+    #: Servers (not deleted) a rebuild of which failed on their compute:
+    #: nova then removes their allocation from their own node.
+    failed_rebuilds: frozenset[str] = frozenset()
 
 
 class Databases:
@@ -170,8 +173,14 @@ class Databases:
                 'a JOIN resource_providers rp ON rp.id = '
                 'a.resource_provider_id'):
             allocations.setdefault(rp, set()).add(consumer)
+        failed_rebuilds = frozenset(r[0] for r in self.rows(
+            'nova', 'SELECT DISTINCT a.instance_uuid FROM instance_actions a '
+            'JOIN instance_actions_events e ON e.action_id = a.id '
+            "WHERE a.action = 'rebuild' AND e.result = 'Error' "
+            'AND a.deleted = 0'))
         return Snapshot(at, nodes, instances, services, compute_nodes,
-                        providers, allocations, conductor_groups)
+                        providers, allocations, conductor_groups,
+                        failed_rebuilds)
 
     def terminate(self, keys: Iterable[str]) -> int:
         """``pg_terminate_backend`` on every other connection to these."""

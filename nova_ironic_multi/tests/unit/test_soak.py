@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -281,6 +282,25 @@ class ChecksTest(unittest.TestCase):
         snap.allocations.update({G1[0]: {'a'}, G1[1]: {'a'}})
         problems = inv.allocation_problems(snap)
         self.assertEqual([p.subject for p in problems], [G1[1]])
+
+    def test_a_failed_rebuild_may_lose_its_allocation_on_its_node(
+            self) -> None:
+        # Found by the soak: nova's rebuild_instance removes the server's
+        # allocation from its own node when the rebuild fails on the
+        # compute. Another ERROR server with none is still a problem, and
+        # so is the failed rebuild's allocation on another node.
+        snap = dataclasses.replace(snapshot(
+            [node(G1[0], 'rebuilt'), node(G1[1], 'erred'),
+             node(G1[2], 'moved'), node(G1[3])],
+            [observe.Instance('rebuilt', 'host1', G1[0], 'error', None,
+                              False),
+             observe.Instance('erred', 'host1', G1[1], 'error', None, False),
+             observe.Instance('moved', 'host1', G1[2], 'error', None,
+                              False)]),
+            failed_rebuilds=frozenset({'rebuilt', 'moved'}))
+        snap.allocations.update({G1[2]: {'moved'}, G1[3]: {'moved'}})
+        problems = inv.allocation_problems(snap)
+        self.assertEqual([p.subject for p in problems], [G1[1], G1[3]])
 
     def test_a_build_no_compute_claimed_yet_owns_its_allocation(
             self) -> None:
