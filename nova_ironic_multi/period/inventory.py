@@ -231,12 +231,14 @@ class Inventory:
             LOG.error('Reload rejected: %s', e)
 
     def _take_followups(self) -> None:
-        """Hand what actions left since the last period to its jobs.
+        """Hand what actions left so far to the period's jobs.
 
-        Each job keeps what it is given until it is done with it, so a
-        period that is NotReady loses nothing. A reservation reaches the
-        shard listing before this period's reads (``divide = shards``: the
-        node may lie in a shard another host lists).
+        Called as a period begins and again before its side jobs run, so a
+        sweep sees what an action left while the period listed. Each job
+        keeps what it is given until it is done with it, so a period that
+        is NotReady loses nothing. A reservation reaches the shard listing
+        before the next period's reads (``divide = shards``: the node may
+        lie in a shard another host lists).
         """
         for item in self.followups.take():
             if isinstance(item, followups.LeftoverTargets):
@@ -319,7 +321,9 @@ class Inventory:
                 old, self._snapshot = self._snapshot, snapshot
             self._refreshes += 1
             # Each bounded, never retried, and never failing the period:
-            # the division stands.
+            # the division stands. What actions left during this period is
+            # theirs too, as if they had been told at once.
+            self._take_followups()
             jobs.run(self.jobs, jobs.Period(
                 self.host, self._refreshes,
                 old.nodes if old is not None else None, snapshot.nodes))
