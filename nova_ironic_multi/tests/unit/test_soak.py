@@ -404,15 +404,18 @@ class LogFollowerTest(unittest.TestCase):
         self.assertEqual((follower.last.owned, follower.last.mine), (5, 2))
         self.assertEqual(follower.errors, {'x [#] Node # failed': 2})
 
+    #: nova's resource tracker's report of a node, at a second of a minute.
+    RT_LINE = ('2026-11-01 14:10:%02d.500 77 DEBUG '
+               'nova.compute.resource_tracker [None req-1 - - - - - -] '
+               'Final resource view: name=%s phys_ram=1024MB used_ram=0MB '
+               'phys_disk=10GB used_disk=0GB total_vcpus=1 used_vcpus=0 '
+               'pci_stats=[] stats={} {{(pid=77) _report_final_resource_'
+               'view x.py:1}}\n')
+
     def test_reads_what_novas_resource_tracker_reported(self) -> None:
         fd, path = tempfile.mkstemp()
         self.addCleanup(os.unlink, path)
-        line = ('2026-11-01 14:10:%02d.500 77 DEBUG '
-                'nova.compute.resource_tracker [None req-1 - - - - - -] '
-                'Final resource view: name=%s phys_ram=1024MB used_ram=0MB '
-                'phys_disk=10GB used_disk=0GB total_vcpus=1 used_vcpus=0 '
-                'pci_stats=[] stats={} {{(pid=77) _report_final_resource_'
-                'view x.py:1}}\n')
+        line = self.RT_LINE
         with os.fdopen(fd, 'w') as f:
             f.write(line % (50, G1[0]) + line % (53, G1[1]))
         follower = observe.LogFollower(path)
@@ -429,18 +432,14 @@ class LogFollowerTest(unittest.TestCase):
         # among what host1 reports, though within the window.
         fd, path = tempfile.mkstemp()
         self.addCleanup(os.unlink, path)
-        period = ("2026-11-01 14:10:%02d.000 77 DEBUG "
-                  "nova_ironic_multi.period.inventory [-] Managing %d "
-                  "Ironic nodes (0 with this host's instances) of 6 listed: "
-                  "0 free in scope, 0 with other hosts' instances, 0 out of "
-                  "scope; peers host1,host2, ring compatible/2^5; listing "
-                  "took 0.01s, division 0.001s\n")
-        rt = ('2026-11-01 14:10:%02d.500 77 DEBUG '
-              'nova.compute.resource_tracker [-] Final resource view: '
-              'name=%s phys_ram=1024MB used_ram=0MB\n')
+        def period(second: int, owned: int) -> str:
+            return CheckerTest.PERIOD % ('2026-11-01 14:10:%02d' % second,
+                                         owned)
+
+        rt = self.RT_LINE
         follower = observe.LogFollower(path)
         with os.fdopen(fd, 'w') as f:
-            f.write(period % (40, 2) + rt % (40, G1[0]) + rt % (40, G1[1]))
+            f.write(period(40, 2) + rt % (40, G1[0]) + rt % (40, G1[1]))
             f.flush()
             follower.poll()
             at = observe.log_time(rt % (40, G1[1]))
@@ -448,7 +447,7 @@ class LogFollowerTest(unittest.TestCase):
             self.assertEqual({G1[0], G1[1]}, follower.reported(at, 15))
             # The next period has begun, not yet reported: the last whole
             # one stands.
-            f.write(period % (45, 1))
+            f.write(period(45, 1))
             f.flush()
             follower.poll()
             self.assertEqual({G1[0], G1[1]}, follower.reported(at + 5, 15))
@@ -457,7 +456,7 @@ class LogFollowerTest(unittest.TestCase):
             follower.poll()
             self.assertEqual({G1[0]}, follower.reported(at + 5, 15))
             # A period cut short keeps the nodes it did not get to.
-            f.write(period % (50, 1) + period % (55, 1))
+            f.write(period(50, 1) + period(55, 1))
             f.flush()
             follower.poll()
             self.assertEqual({G1[0]}, follower.reported(at + 15, 15))
