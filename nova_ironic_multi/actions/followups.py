@@ -32,7 +32,7 @@ from nova_ironic_multi.ironic import nodeinfo
 
 
 @dataclasses.dataclass(frozen=True)
-class LeftoverTargets:
+class TargetsLeft:
     """A delete left volume targets on a node Ironic still holds."""
     node_uuid: str
 
@@ -50,7 +50,7 @@ class Reserved:
     instance_uuid: str
 
 
-Followup = Union[LeftoverTargets, AbandonedDeploy, Reserved]
+Followup = Union[TargetsLeft, AbandonedDeploy, Reserved]
 
 
 class Followups:

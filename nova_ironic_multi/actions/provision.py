@@ -555,7 +555,7 @@ class Provisioner:
                          'done with it', {'node': node_uuid,
                                          'state': node.provision_state},
                          instance=instance)
-                self._later.put(followups.LeftoverTargets(node_uuid))
+                self._later.put(followups.TargetsLeft(node_uuid))
                 return
             if not volumes.has_targets(self._ironic, node_uuid, volume_ids):
                 return
@@ -573,7 +573,7 @@ class Provisioner:
                         'removes them): %(error)s',
                         {'node': node_uuid, 'error': error},
                         instance=instance)
-            self._later.put(followups.LeftoverTargets(node_uuid))
+            self._later.put(followups.TargetsLeft(node_uuid))
 
     def _unreserve(self, instance: Any, node: nodeinfo.NodeInfo,
                    network_info: Any) -> None:

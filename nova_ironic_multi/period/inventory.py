@@ -241,7 +241,7 @@ class Inventory:
         lie in a shard another host lists).
         """
         for item in self.followups.take():
-            if isinstance(item, followups.LeftoverTargets):
+            if isinstance(item, followups.TargetsLeft):
                 self._leftovers.note(item.node_uuid)
             elif isinstance(item, followups.AbandonedDeploy):
                 self._abandoned.note(item.node_uuid, item.instance_uuid)
