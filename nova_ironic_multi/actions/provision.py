@@ -36,6 +36,7 @@ from oslo_utils import excutils
 from nova_ironic_multi.actions import configdrive
 from nova_ironic_multi.actions import followups
 from nova_ironic_multi.actions import instance_info
+from nova_ironic_multi.actions import stalls
 from nova_ironic_multi.actions import vifs
 from nova_ironic_multi.actions import volumes
 from nova_ironic_multi.actions import waits
@@ -74,6 +75,7 @@ class Provisioner:
         self._ironic = client
         self._nodes = nodes
         self._later = later
+        self._stalls = stalls.Stalls()
 
     def _wait(self, what: str, timeout_option: str, read: Any,
               done: Any) -> Any:
@@ -360,11 +362,21 @@ class Provisioner:
             node = self._ironic.node_for_instance(instance.uuid)
             if node is None:
                 raise exception.InstanceNotFound(instance_id=instance.uuid)
+            if self._stalls.suspect(node):
+                # (Whether a conductor serves it: a read by UUID says.)
+                node = self._ironic.get_node(node.uuid)
             return node
 
         def done(node: nodeinfo.NodeInfo) -> bool:
             if node.provision_state == states.ACTIVE:
                 return True
+            stalled = self._stalls.reason(node)
+            if stalled is not None:
+                raise exception.InstanceDeployFailure(
+                    reason='the %s of instance %s on Ironic node %s cannot '
+                    'finish: the node is %s and %s'
+                    % (what, instance.uuid, node.uuid, node.provision_state,
+                       stalled))
             if node.provision_state == states.DEPLOYFAIL:
                 raise exception.InstanceDeployFailure(
                     reason='Ironic failed to %s node %s: %s'
@@ -462,14 +474,18 @@ class Provisioner:
         failed back to active); a state a conductor is working in
         (deploying, rescuing, unrescuing, servicing) accepts no request
         until Ironic leaves it by itself: that is waited for, up to
-        ``unprovision_timeout``.
+        ``unprovision_timeout``, unless no conductor will move the node on
+        (:mod:`stalls`): waiting would only hold nova's build or delete
+        (and then its clean-up, a second wait) for nothing.
 
         :raises nova.exception.InstanceTerminationFailure: the node did not
-            become undeployable in time, or Ironic refused the abort.
+            become undeployable in time, is stalled, or Ironic refused the
+            abort.
         """
         if (node.provision_state not in states.ABORT_FIRST and
                 node.provision_state not in states.CONDUCTOR_BUSY):
             return node
+        self._refuse_stalled(node)
         if node.provision_state in states.ABORT_FIRST:
             try:
                 self._ironic.set_provision_state(node.uuid, 'abort')
@@ -483,6 +499,7 @@ class Provisioner:
                                      'node': node.uuid})
 
         def done(current: nodeinfo.NodeInfo) -> bool:
+            self._refuse_stalled(current)
             return (current.provision_state not in states.ABORT_FIRST and
                     current.provision_state not in states.CONDUCTOR_BUSY)
 
@@ -500,6 +517,21 @@ class Provisioner:
                 reason='cannot follow Ironic node %s: %s' % (node.uuid, e)
             ) from e
         return settled
+
+    def _refuse_stalled(self, node: nodeinfo.NodeInfo) -> None:
+        """Fail at once if no conductor will move ``node`` on.
+
+        :raises nova.exception.InstanceTerminationFailure: the node is in a
+            state only a conductor leaves, and none will (:mod:`stalls`).
+        """
+        why = self._stalls.reason(node)
+        if why is not None:
+            raise exception.InstanceTerminationFailure(
+                reason='Ironic node %s is %s and %s: Ironic accepts no '
+                'undeploy until a conductor of its group moves it on '
+                '(start or restart the ironic-conductor of that group: it '
+                'fails what it cannot resume), then delete the instance '
+                'again' % (node.uuid, node.provision_state, why))
 
     def _wait_unprovisioned(self, instance: Any, node_uuid: str) -> None:
         def done(node: nodeinfo.NodeInfo) -> bool:

@@ -17,7 +17,8 @@ logs it and polls again. Only what was read (a failed state, a node gone)
 or the deadline ends a wait. Without a deadline (``timeout`` 0 or None, the
 default of the deploy, rescue and power waits) the wait lasts as long as
 Ironic works on the node: Ironic's own conductor timeouts end a stuck
-operation with a failed state, which ends the wait. These waits run in
+operation with a failed state, which ends the wait; a node no conductor
+works on any more is told apart by :mod:`stalls`. These waits run in
 nova's instance actions, never in its periodic tasks.
 """
 

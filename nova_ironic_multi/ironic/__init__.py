@@ -98,8 +98,9 @@ from nova_ironic_multi.ironic import retries
 LOG = logging.getLogger(__name__)
 
 GROUP = 'ironic'
-MIN_VERSION = (1, 46)       # conductor_group filter and field
-SHARD_VERSION = (1, 82)     # shard filter and field
+MIN_VERSION = (1, 46)        # conductor_group filter and field
+CONDUCTOR_VERSION = (1, 49)  # conductor field
+SHARD_VERSION = (1, 82)      # shard filter and field
 NEGOTIATE = ['%d.%d' % MIN_VERSION, '%d.%d' % SHARD_VERSION]
 #: Shard names per listing request: ``shard=a,b,...`` travels in the URL.
 SHARDS_PER_REQUEST = 50
@@ -703,9 +704,15 @@ class Ironic:
 
     # Reading nodes ------------------------------------------------------
 
-    def _fields(self) -> list[str]:
-        """Every field a single node read may need."""
+    def _fields(self, conductor: bool = False) -> list[str]:
+        """Every field a single node read may need.
+
+        ``conductor`` (a read of one node by UUID only: Ironic 39 answers
+        500 to a listing asked for it) adds the conductor serving it.
+        """
         fields = list(nodeinfo.FIELDS)
+        if conductor and self.version >= CONDUCTOR_VERSION:
+            fields.append(nodeinfo.CONDUCTOR_FIELD)
         if self.version >= SHARD_VERSION:
             fields.append(nodeinfo.SHARD_FIELD)
         return fields
@@ -834,7 +841,8 @@ class Ironic:
                  once: bool = False) -> nodeinfo.NodeInfo:
         """The node; with ``once``, asked once, never retried."""
         return nodeinfo.NodeInfo.from_api(
-            self._call('get', 'get', node_uuid, fields=self._fields(),
+            self._call('get', 'get', node_uuid,
+                       fields=self._fields(conductor=True),
                        retry=Retry.NEVER if once else Retry.ALWAYS))
 
     def node_exists(self, node_uuid: str) -> bool | None:

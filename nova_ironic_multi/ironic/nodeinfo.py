@@ -29,9 +29,12 @@ from nova_ironic_multi.ironic import states
 FIELDS = ('uuid', 'instance_uuid', 'power_state', 'target_power_state',
           'provision_state', 'target_provision_state', 'maintenance',
           'resource_class', 'conductor_group', 'traits', 'properties',
-          'last_error')
+          'last_error', 'reservation')
 #: Needs microversion 1.82.
 SHARD_FIELD = 'shard'
+#: Needs microversion 1.49: the conductor serving the node, null when no
+#: conductor of the node's group is alive.
+CONDUCTOR_FIELD = 'conductor'
 #: What the periodic listing asks for: what ownership and the resource
 #: tracker read. Every field costs Ironic time on every node.
 LISTING_FIELDS = ('uuid', 'instance_uuid', 'power_state', 'provision_state',
@@ -52,6 +55,7 @@ def listing_fields(scope: Any) -> list[str]:
 PROPERTIES = ('cpu_arch', 'capabilities', 'cpus', 'memory_mb', 'local_gb')
 
 _EMPTY: Mapping[str, Any] = types.MappingProxyType({})
+_UNREAD = object()
 
 
 def _intern(value: Any) -> Any:
@@ -74,6 +78,13 @@ class NodeInfo:
     properties: Mapping[str, Any] = dataclasses.field(
         default_factory=lambda: _EMPTY)
     last_error: str | None = None
+    #: Ironic said no live conductor serves the node (``conductor`` asked
+    #: for, and null): nothing moves it out of a state a conductor works
+    #: in until one of its conductor group is back.
+    unserved: bool = False
+    #: Ironic said no conductor holds the node's lock (``reservation``
+    #: asked for, and null): none is working on it now.
+    unlocked: bool = False
 
     @classmethod
     def from_api(cls, node: Any) -> NodeInfo:
@@ -97,6 +108,8 @@ class NodeInfo:
                          (getattr(node, 'traits', None) or ())),
             properties=types.MappingProxyType(kept) if kept else _EMPTY,
             last_error=getattr(node, 'last_error', None),
+            unserved=getattr(node, CONDUCTOR_FIELD, _UNREAD) is None,
+            unlocked=getattr(node, 'reservation', _UNREAD) is None,
         )
 
     @property

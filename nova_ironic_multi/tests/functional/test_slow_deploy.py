@@ -21,10 +21,17 @@ completes; the default (no bound) does not.
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import time
+from typing import Any
 
 from nova.conf import CONF
+from nova import exception
+from nova.tests.unit import fake_instance
+from oslo_utils import uuidutils
 
+from nova_ironic_multi.actions import stalls
 from nova_ironic_multi.tests.functional import base
 
 #: Seconds each step of Ironic's fake deploy interface sleeps.
@@ -63,3 +70,70 @@ class SlowDeployTest(base.IronicCellTestCase):
         deployed = [n for n in self.node_uuids
                     if self.ironic.node(n).instance_uuid == server['id']]
         self.assertEqual([], deployed)
+
+
+class UnservedDeployTest(base.IronicCellTestCase):
+    """A node left deploying when no conductor of its group is alive.
+
+    The all-in-one Ironic of the cell runs the conductor of group '' only:
+    to Ironic's API a node of group rack-b is served by no conductor, as
+    when the only conductor of a group dies after accepting a deploy (seen
+    in the long soak). Ironic accepts no undeploy from ``deploying``, and
+    nothing moves the node on until a conductor of its group is back.
+    """
+
+    NODES = 3
+    OTHER_GROUPS = {'rack-b': 1}
+
+    def left_deploying(self, node: str) -> Any:
+        """An instance on ``node``, left ``deploying`` with no lock held."""
+        instance = fake_instance.fake_instance_obj(
+            self.ctxt, uuid=uuidutils.generate_uuid(), node=node)
+        with contextlib.closing(
+                sqlite3.connect(self.ironic.process.db_path)) as conn:
+            conn.execute(
+                "UPDATE nodes SET provision_state = 'deploying', "
+                "target_provision_state = 'active', instance_uuid = ?, "
+                "reservation = NULL WHERE uuid = ?", (instance.uuid, node))
+            conn.commit()
+        return instance
+
+    def test_its_destroy_is_refused_at_once_saying_why(self) -> None:
+        # Without the check, the destroy would wait this long, then fail
+        # saying something else; nova's clean-up would then wait again.
+        self.flags(unprovision_timeout=120, group='ironic_multi')
+        node = self.group_nodes['rack-b'][0]
+        instance = self.left_deploying(node)
+        driver = self.computes['host1'].manager.driver
+        # What the real Ironic says of a served and an unserved node.
+        self.assertFalse(driver._ironic.get_node(self.node_uuids[0]).unserved)
+        self.assertTrue(driver._ironic.get_node(node).unserved)
+        exc = self.assertRaises(exception.InstanceTerminationFailure,
+                                driver.destroy, self.ctxt, instance, None)
+        self.assertIn("Ironic node %s is deploying and no live Ironic "
+                      "conductor of its conductor group 'rack-b' serves it"
+                      % node, str(exc))
+        # Nothing was asked of Ironic: the node is as it was.
+        seen = self.ironic.node(node)
+        self.assertEqual(('deploying', instance.uuid),
+                         (seen.provision_state, seen.instance_uuid))
+
+    def test_one_no_conductor_works_on_is_refused_after_the_grace(
+            self) -> None:
+        # Served by the live conductor of group '', which cleared the lock
+        # (as a conductor taking over a dead one's nodes does) but never
+        # moves the node on.
+        self.flags(unprovision_timeout=120, group='ironic_multi')
+        node = self.node_uuids[2]
+        instance = self.left_deploying(node)
+        driver = self.computes['host1'].manager.driver
+        driver._provision._stalls = stalls.Stalls(grace=2)
+        self.assertTrue(driver._ironic.get_node(node).unlocked)
+        self.assertFalse(driver._ironic.get_node(node).unserved)
+        exc = self.assertRaises(exception.InstanceTerminationFailure,
+                                driver.destroy, self.ctxt, instance, None)
+        self.assertIn('Ironic node %s is deploying and no Ironic conductor '
+                      'has held its lock for' % node, str(exc))
+        seen = self.ironic.node(node)
+        self.assertEqual(('deploying', instance.uuid),
+                         (seen.provision_state, seen.instance_uuid))

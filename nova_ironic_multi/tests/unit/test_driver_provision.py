@@ -22,6 +22,7 @@ from nova.compute import task_states
 from nova import exception
 from nova import objects
 
+from nova_ironic_multi.actions import stalls
 from nova_ironic_multi import ironic
 from nova_ironic_multi.ironic import states
 from nova_ironic_multi.period import jobs
@@ -363,6 +364,105 @@ class SpawnTest(base.DriverTestCase):
         self.assertEqual({}, self.abandoned_deploys())
         self.driver.get_available_nodes()
         self.assertEqual(['active', 'deleted'], self.requested())
+
+    def test_deploy_no_conductor_serves_is_given_up_without_waiting(
+            self) -> None:
+        # Seen in the long soak: Ironic accepted the deploy, then the only
+        # conductor of the node's group died; the node stays deploying
+        # until one is back. The undo, then nova's clean-up destroy, each
+        # waited unprovision_timeout (20 minutes in all) for nothing.
+        self.flags(deploy_timeout=1, unprovision_timeout=600,
+                   group='ironic_multi')
+        self.ironic.steps = 10 ** 6
+        real = self.ironic.set_provision_state
+
+        def deploy(node: str, target: str, **kw: Any) -> None:
+            real(node, target, **kw)
+            if target == 'active':
+                self.ironic.nodes[node].update(conductor=None,
+                                               conductor_group='g1')
+
+        self.ironic.set_provision_state = deploy  # type: ignore
+        self.assertRaises(exception.InstanceDeployFailure, self.spawn)
+        reads_in_the_undo = len(self.ironic.calls_to('get_node'))
+        self.assertIn('LEAKED: Ironic node %s still holds instance %s '
+                      '(provision state deploying)'
+                      % (self.node, self.instance.uuid),
+                      self.stdlog.logger.output)
+        # nova's clean-up of the failed build: refused at once, saying why.
+        exc = self.assertRaises(exception.InstanceTerminationFailure,
+                                self.driver.destroy, self.ctxt,
+                                self.instance, None)
+        self.assertIn("is deploying and no live Ironic conductor of its "
+                      "conductor group 'g1' serves it: Ironic accepts no "
+                      "undeploy", str(exc))
+        self.assertLessEqual(len(self.ironic.calls_to('get_node')),
+                             reads_in_the_undo + 1)
+        self.assertEqual(['active'], self.requested())
+        # A conductor of g1 is back and fails the deploy: a period undoes.
+        node = self.ironic.nodes[self.node]
+        node.update(provision_state=states.DEPLOYFAIL, _pending=None,
+                    conductor='c1', target_provision_state=states.ACTIVE)
+        self.ironic.steps = 1
+        self.driver.get_available_nodes()
+        self.assertEqual(['active', 'deleted'], self.requested())
+        self.driver.get_available_nodes()
+        self.assertEqual((states.AVAILABLE, None),
+                         (node['provision_state'], node['instance_uuid']))
+
+    def test_deploy_no_conductor_works_on_ends_and_is_given_up(
+            self) -> None:
+        # A conductor cleared the dead one's lock but never failed the
+        # deploy: the node stays deploying, unlocked, for ever.
+        self.driver._provision._stalls = stalls.Stalls(grace=0.3)
+        self.flags(deploy_timeout=600, unprovision_timeout=600,
+                   group='ironic_multi')
+        self.ironic.steps = 10 ** 6
+        self.ironic.nodes[self.node].update(reservation=None,
+                                            conductor='c1')
+        exc = self.assertRaises(exception.InstanceDeployFailure, self.spawn)
+        self.assertIn('cannot finish: the node is deploying and no Ironic '
+                      'conductor has held its lock for', str(exc))
+        self.assertIn('LEAKED', self.stdlog.logger.output)
+        exc = self.assertRaises(exception.InstanceTerminationFailure,
+                                self.driver.destroy, self.ctxt,
+                                self.instance, None)
+        self.assertIn('(none is working on it): Ironic accepts no undeploy',
+                      str(exc))
+        self.assertEqual(['active'], self.requested())
+
+    def test_deploy_wait_ends_once_no_conductor_serves_the_node(
+            self) -> None:
+        self.driver._provision._stalls = stalls.Stalls(grace=0.3)
+        self.flags(deploy_timeout=600, unprovision_timeout=600,
+                   group='ironic_multi')
+        self.ironic.steps = 10 ** 6
+        # The lock of the conductor that died, and none left in g1.
+        self.ironic.nodes[self.node].update(
+            reservation='dead-conductor', conductor=None,
+            conductor_group='g1')
+        exc = self.assertRaises(exception.InstanceDeployFailure, self.spawn)
+        self.assertIn("cannot finish: the node is deploying and no live "
+                      "Ironic conductor of its conductor group 'g1' serves "
+                      "it", str(exc))
+        self.assertIn('LEAKED', self.stdlog.logger.output)
+        self.assertEqual(['active'], self.requested())
+
+    def test_a_deploy_a_conductor_holds_is_waited_for(self) -> None:
+        self.driver._provision._stalls = stalls.Stalls(grace=0.0)
+        self.deploy_stops_in(states.ACTIVE, reads=15)
+        self.ironic.nodes[self.node].update(reservation='c1',
+                                            conductor='c1')
+        self.spawn()
+        self.assertEqual(['active'], self.requested())
+
+    def test_undo_waits_for_a_deploy_a_live_conductor_serves(self) -> None:
+        self.flags(deploy_timeout=1, group='ironic_multi')
+        self.deploy_stops_in(states.DEPLOYWAIT, reads=15)
+        self.ironic.nodes[self.node]['conductor'] = 'c1'
+        self.assertRaises(exception.InstanceDeployFailure, self.spawn)
+        self.assertEqual(['active', 'deleted'], self.requested())
+        self.assert_undone()
 
     def test_deploy_given_up_waiting_for_the_agent_is_undone_at_once(
             self) -> None:

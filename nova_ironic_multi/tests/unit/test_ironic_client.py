@@ -1186,3 +1186,13 @@ def test_asking_for_the_version_again_is_one_request_not_retried(
     assert len(requests_mock.request_history) - before == 1
     # The client in use stays: other requests go on at 1.46.
     assert client.version == (1, 46)
+
+
+def test_a_node_no_conductor_serves_is_told_from_an_unread_field() -> None:
+    def read(**fields: Any) -> nodeinfo.NodeInfo:
+        return nodeinfo.NodeInfo.from_api(types.SimpleNamespace(
+            uuid='n1', **fields))
+
+    assert read(conductor=None).unserved        # asked for, and null
+    assert not read(conductor='conductor-1').unserved
+    assert not read().unserved                  # not asked (API < 1.49)
