@@ -36,6 +36,7 @@ from urllib3 import exceptions as urllib3_exc
 from nova_ironic_multi import conf as nim_conf
 from nova_ironic_multi.division import partition
 from nova_ironic_multi import ironic
+from nova_ironic_multi.ironic import connection
 from nova_ironic_multi.ironic import nodeinfo
 
 
@@ -1111,7 +1112,7 @@ def test_novas_session_options_reach_the_session(
     # nova's in-tree driver.
     conf = connection_conf(endpoint_override='http://127.0.0.1:6385',
                            **options)
-    session, endpoint = ironic.Ironic(conf)._session_and_endpoint()
+    session, endpoint = connection.session_and_endpoint(conf)
     assert getattr(session, attribute) == expected
     assert endpoint == 'http://127.0.0.1:6385'
 
