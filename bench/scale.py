@@ -263,7 +263,7 @@ def _drop_ours(driver: Any) -> None:
     # keeps every in-scope node UUID (not only the cached ones) until the
     # next period, so it is part of what a refresh leaves behind.
     driver._inventory._snapshot = None
-    driver._inventory._rings._memo = None
+    driver._inventory._pipeline._rings._memo = None
 
 
 def _drop_intree(driver: Any) -> None:

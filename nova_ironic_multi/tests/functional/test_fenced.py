@@ -434,7 +434,7 @@ class ToozFencedTakeoverTest(FencedCase):
 
     def members(self, host: str) -> set[str]:
         """What tooz membership tells ``host`` its peers are now."""
-        plugin = self.computes[host].manager.driver._inventory._membership
+        plugin = self.computes[host].manager.driver._inventory.in_force.plugin
         assert plugin is not None and plugin.name == 'tooz'
         return set(plugin.live_peers(partition_opts.resolve(CONF, host)))
 

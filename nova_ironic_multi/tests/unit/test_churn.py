@@ -470,7 +470,7 @@ class Churn(stateful.RuleBasedStateMachine):
         for name in beating:
             self.coordinators[name].heartbeat()
         for name in beating:
-            plugin = self.hosts[name].inventory._membership
+            plugin = self.hosts[name].inventory.in_force.plugin
             if isinstance(plugin, toozgroup.ToozMembership):
                 plugin._beat(self.coordinators[name])
 

@@ -157,7 +157,7 @@ class DivisionTest(base.DriverTestCase):
         self.ironic.nodes[node].update(instance_uuid=inst.uuid,
                                        provision_state=states.ACTIVE)
         inst.destroy()
-        with self.assertLogs('nova_ironic_multi.period.inventory',
+        with self.assertLogs('nova_ironic_multi.period',
                              'WARNING') as logs:
             reported = {h: set(d.get_available_nodes())
                         for h, d in self.drivers.items()}
@@ -186,7 +186,7 @@ class DivisionTest(base.DriverTestCase):
         self.ironic.nodes[node].update(instance_uuid='f' * 32,
                                        provision_state=states.ACTIVE)
         for host, drv in self.drivers.items():
-            with self.assertLogs('nova_ironic_multi.period.inventory') as logs:
+            with self.assertLogs('nova_ironic_multi.period') as logs:
                 nodes = drv.get_available_nodes()
             self.assertNotIn(node, nodes)
             said = [line for line in logs.output
@@ -194,7 +194,7 @@ class DivisionTest(base.DriverTestCase):
             self.assertEqual(host == 'host3', bool(said), (host, said))
         # Said once, not every period.
         with self.assertLogs(
-                'nova_ironic_multi.period.inventory', 'DEBUG') as logs:
+                'nova_ironic_multi.period', 'DEBUG') as logs:
             self.drivers['host3'].get_available_nodes()
         self.assertFalse([line for line in logs.output
                           if 'never heard of' in line])
@@ -213,7 +213,7 @@ class DivisionTest(base.DriverTestCase):
         self.ironic.version = (1, 80)
         self.flags(shard='shard-1', group='ironic')
         with self.assertLogs(
-                'nova_ironic_multi.period.inventory', 'ERROR') as logs:
+                'nova_ironic_multi.period', 'ERROR') as logs:
             self.assertRaises(exception.VirtDriverNotReady,
                               self.driver.get_available_nodes)
         self.assertIn('shard', '\n'.join(logs.output))
@@ -238,7 +238,7 @@ class DivisionTest(base.DriverTestCase):
                    group='ironic_multi')
         self.flags(conductor_group='rack-b', group='ironic')
         with self.assertLogs(
-                'nova_ironic_multi.period.inventory', 'ERROR') as logs:
+                'nova_ironic_multi.period', 'ERROR') as logs:
             after = set(self.driver.get_available_nodes())
         self.assertEqual(before, after)
         self.assertIn('[ironic] conductor_group', '\n'.join(logs.output))
@@ -437,7 +437,7 @@ class StartupTest(base.DriverTestCase):
         self.ironic.add_node()
         self.flags(divide='shards', group='ironic_multi')
         with self.assertLogs(
-                'nova_ironic_multi.period.inventory', 'ERROR') as logs:
+                'nova_ironic_multi.period', 'ERROR') as logs:
             self.assertRaises(exception.VirtDriverNotReady,
                               self.driver.get_available_nodes)
         text = '\n'.join(logs.output)

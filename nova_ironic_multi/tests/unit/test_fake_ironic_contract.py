@@ -30,8 +30,13 @@ from nova_ironic_multi.tests.unit import fake_ironic
 
 
 def _public(cls: type) -> dict[str, Any]:
-    return {name: value for name, value in vars(cls).items()
-            if not name.startswith('_')}
+    """Public attributes of ``cls``, its bases' included (most derived
+    wins): the client's requests and its session's methods alike."""
+    found: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__[:-1]):    # (not object)
+        found.update((name, value) for name, value in vars(klass).items()
+                     if not name.startswith('_'))
+    return found
 
 
 def _methods(cls: type) -> list[str]:
@@ -79,6 +84,13 @@ def test_each_property_reads_on_the_fake(name: str) -> None:
     expected = inspect.signature(real.fget).return_annotation
     kinds = {'bool': bool, 'tuple[int, int]': tuple}
     assert isinstance(value, kinds[expected]), (name, value, expected)
+
+
+def test_the_sessions_methods_are_in_the_contract() -> None:
+    # Split across classes, the client's surface is still all checked.
+    assert {'connect', 'offers', 'fail_fast', 'get_node'} <= set(
+        _methods(ironic.Ironic))
+    assert {'version', 'failing_fast'} <= set(_properties(ironic.Ironic))
 
 
 def test_the_contract_can_fail() -> None:

@@ -126,7 +126,7 @@ class FencedTakeoverTest(FencedCase):
         self.fence('host2')
         with mock.patch.object(takeover, 'fenced_hosts',
                                side_effect=RuntimeError('bug')):
-            with self.assertLogs('nova_ironic_multi.period.inventory',
+            with self.assertLogs('nova_ironic_multi.period',
                                  'ERROR') as logs:
                 reported = self.period(LIVE)
         self.assertIn('fenced hosts failed', logs.output[0])
