@@ -30,8 +30,11 @@ from nova_ironic_multi.tests.unit import fake_ironic
 
 
 def _public(cls: type) -> dict[str, Any]:
-    """Public attributes of ``cls``, its bases' included (most derived
-    wins): the client's requests and its session's methods alike."""
+    """Public attributes of ``cls``, its bases' included.
+
+    (The most derived wins: the client's requests and its session's
+    methods alike.)
+    """
     found: dict[str, Any] = {}
     for klass in reversed(cls.__mro__[:-1]):    # (not object)
         found.update((name, value) for name, value in vars(klass).items()
