@@ -54,6 +54,7 @@ from nova_ironic_multi import loader
 from nova_ironic_multi import membership
 from nova_ironic_multi.period import inventory
 from nova_ironic_multi.service import reload
+from nova_ironic_multi.service import signals
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
@@ -140,15 +141,13 @@ class IronicDriver(virt_driver.ComputeDriver):
             # A nova without process_instances_at_startup.
             restart.record_at_start(nova_context.get_admin_context(), host)
         reload.watch(CONF, self._inventory)
-        if not monkey_patch.is_patched():
+        threads = not monkey_patch.is_patched()
+        if threads:
             # Native threading: oslo.service cannot reload on SIGHUP.
             reload.install_sighup(CONF)
-            # And its SIGTERM handler stays: a drain begins at once.
-            drain.install_sigterm(self)
-        else:
-            # oslo.service owns the handlers: SIGTERM is seen at once
-            # through the wake-up pipe, so a drain begins then too.
-            drain.watch_sigterm(self)
+        # A drain begins as SIGTERM arrives (eventlet: oslo.service owns
+        # the handlers, SIGTERM is seen through the wake-up pipe).
+        signals.on_sigterm(self, handle=threads)
 
     def _connect_at_start(self) -> None:
         """Stop the service on a wrong ``[ironic]``; wait out an outage.

@@ -19,11 +19,11 @@ drain_on_stop = true`` (read when the service stops), stopping nova-compute
 1. No new builds: the host's nova-compute service is disabled with a reason
    that starts with :data:`REASON`, so the scheduler skips it and the peers
    drop it from their rings (their next period takes its free nodes). In
-   threading mode (nova's default) this happens as soon as SIGTERM arrives
-   (:func:`install_sigterm`); in eventlet mode, where oslo.service's
-   launcher owns the handlers, as soon as the signal's number comes through
-   the process's wake-up pipe (:func:`watch_sigterm`), and at the latest
-   when nova calls the driver's ``cleanup_host``.
+   threading mode (nova's default) this happens as soon as SIGTERM arrives;
+   in eventlet mode, where oslo.service's launcher owns the handlers, as
+   soon as the signal's number comes through the process's wake-up pipe
+   (both: ``service/signals.on_sigterm``), and at the latest when nova
+   calls the driver's ``cleanup_host``.
 2. nova's graceful shutdown stops taking requests, skips periodic tasks,
    waits for the operations under way (nova 34: at most ``[DEFAULT]
    manager_shutdown_timeout`` less the 20 seconds it keeps for the clean-up;
@@ -63,13 +63,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 import dataclasses
-import os
-import select
-import signal
 import threading
 import time
 from typing import Any
-import weakref
 
 from nova import context as nova_context
 from nova import exception
@@ -544,99 +540,3 @@ class Drain:
             LOG.error('Draining: cannot read instance %(inst)s again: '
                       '%(err)s', {'inst': inst.uuid, 'err': e})
             return None
-
-
-# SIGTERM -------------------------------------------------------------------
-
-class _Sigterm:
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.installed = False
-        self.listeners: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-_SIGTERM = _Sigterm()
-
-
-def install_sigterm(listener: Any) -> bool:
-    """Call ``listener._on_sigterm()`` in a thread as soon as SIGTERM arrives.
-
-    Then the handler that was in place (oslo.service's graceful shutdown)
-    runs as before. Installed once per process, only from the main thread
-    (where nova calls ``init_host``); listeners are held weakly. Returns
-    whether ``listener`` will be called.
-    """
-    with _SIGTERM.lock:
-        if not _SIGTERM.installed:
-            if threading.current_thread() is not threading.main_thread():
-                return False
-            previous = signal.getsignal(signal.SIGTERM)
-
-            def handler(signo: int, frame: Any) -> None:
-                for listener in list(_SIGTERM.listeners):
-                    # Never held up here: the shutdown must begin.
-                    threading.Thread(target=listener._on_sigterm,
-                                     name='nova-ironic-multi-drain',
-                                     daemon=True).start()
-                if callable(previous):
-                    previous(signo, frame)
-                elif previous != signal.SIG_IGN:
-                    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                    signal.raise_signal(signal.SIGTERM)
-
-            signal.signal(signal.SIGTERM, handler)
-            _SIGTERM.installed = True
-        _SIGTERM.listeners.add(listener)
-    return True
-
-
-def watch_sigterm(listener: Any) -> bool:
-    """Eventlet mode: call ``listener._on_sigterm()`` at once on SIGTERM.
-
-    oslo.service's launcher owns the handlers there: it installs its own
-    before nova starts the service and again after each SIGHUP, dropping
-    any other. So the handler is left alone, and the process's signal
-    wake-up pipe, which Python's C-level handler writes each caught
-    signal's number to whatever Python handler is installed, is read by a
-    (green) thread. Only if nothing else uses the wake-up pipe, and from
-    the main thread; listeners are held weakly. Returns whether
-    ``listener`` will be called.
-    """
-    with _SIGTERM.lock:
-        if not _SIGTERM.installed:
-            read_fd, write_fd = os.pipe()
-            os.set_blocking(read_fd, False)
-            os.set_blocking(write_fd, False)
-            try:
-                old = signal.set_wakeup_fd(write_fd,
-                                           warn_on_full_buffer=False)
-            except ValueError:      # not the main thread
-                old = None
-            if old != -1:
-                if old is not None:
-                    signal.set_wakeup_fd(old)   # someone else's
-                os.close(read_fd)
-                os.close(write_fd)
-                return False
-            threading.Thread(target=_read_wakeups, args=(read_fd,),
-                             name='nova-ironic-multi-sigterm-fd',
-                             daemon=True).start()
-            _SIGTERM.installed = True
-        _SIGTERM.listeners.add(listener)
-    return True
-
-
-def _read_wakeups(read_fd: int) -> None:
-    while True:
-        # select, then read: both yield to other green threads when
-        # eventlet patches them, and block this thread alone otherwise.
-        select.select([read_fd], [], [])
-        try:
-            data = os.read(read_fd, 512)
-        except BlockingIOError:
-            continue
-        if signal.SIGTERM in data:
-            for listener in list(_SIGTERM.listeners):
-                threading.Thread(target=listener._on_sigterm,
-                                 name='nova-ironic-multi-drain',
-                                 daemon=True).start()

@@ -53,7 +53,6 @@ cached after the reload (an old conductor group with a new peer list). So:
 
 from __future__ import annotations
 
-import os
 import queue
 import signal
 import threading
@@ -66,6 +65,7 @@ from oslo_log import log as logging
 from nova_ironic_multi.conf import reading
 from nova_ironic_multi import loader
 from nova_ironic_multi.membership import tooz_backends
+from nova_ironic_multi.service import signals as process_signals
 
 LOG = logging.getLogger(__name__)
 
@@ -307,42 +307,11 @@ def install_sighup(conf: cfg.ConfigOpts) -> bool:
     # the pipe is someone else's, the handler queues (only queues: a
     # threading.Event deadlocks when handlers nest under a signal storm).
     signal.signal(signal.SIGHUP, lambda signo, frame: None)
-    if not _watch_wakeup_fd(signals):
+    if not process_signals.watch(signal.SIGHUP, 'reload',
+                                 lambda: signals.put(signal.SIGHUP)):
         signal.signal(signal.SIGHUP, lambda signo, frame: signals.put(signo))
     LOG.info('SIGHUP re-reads the configuration files (mutable options: '
              '%s)', ', '.join('[%s] %s' % k for k in reading.MUTABLE))
-    return True
-
-
-def _watch_wakeup_fd(signals: queue.SimpleQueue[int]) -> bool:
-    """Queue each SIGHUP from the process's signal wake-up pipe.
-
-    Only if nothing else uses the wake-up fd (there is one per process).
-    Returns whether it watches.
-    """
-    read_fd, write_fd = os.pipe()
-    os.set_blocking(write_fd, False)
-    try:
-        old = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-    except ValueError:
-        os.close(read_fd)
-        os.close(write_fd)
-        return False
-    if old != -1:
-        # Someone else's: give it back and rely on the handler alone.
-        signal.set_wakeup_fd(old)
-        os.close(read_fd)
-        os.close(write_fd)
-        return False
-
-    def watch() -> None:
-        while True:
-            for signo in os.read(read_fd, 512):
-                if signo == signal.SIGHUP:
-                    signals.put(signo)
-
-    threading.Thread(target=watch, name='nova-ironic-multi-sighup-fd',
-                     daemon=True).start()
     return True
 
 

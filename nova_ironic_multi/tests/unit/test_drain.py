@@ -34,6 +34,7 @@ from nova_ironic_multi.hosts import takeover
 from nova_ironic_multi.ironic import states
 from nova_ironic_multi.period import orphans
 from nova_ironic_multi import rings
+from nova_ironic_multi.service import signals
 from nova_ironic_multi.tests.unit import base
 
 HOSTS = ('host1', 'host2', 'host3')
@@ -482,10 +483,10 @@ class SigtermTest(base.DriverTestCase):
         original = signal.signal(signal.SIGTERM,
                                  lambda signo, frame: seen.append(signo))
         self.addCleanup(signal.signal, signal.SIGTERM, original)
-        self.useFixture(base.fixtures.MockPatchObject(drain, '_SIGTERM',
-                                                      drain._Sigterm()))
+        self.useFixture(base.fixtures.MockPatchObject(signals, '_STATE',
+                                                      signals._State()))
         listener = Listener()
-        self.assertTrue(drain.install_sigterm(listener))
+        self.assertTrue(signals.on_sigterm(listener, handle=True))
         os.kill(os.getpid(), signal.SIGTERM)
         self.assertTrue(listener.called.wait(10))
         self.assertEqual([signal.SIGTERM], seen)
@@ -497,10 +498,10 @@ class SigtermTest(base.DriverTestCase):
                                  lambda signo, frame: seen.append(signo))
         self.addCleanup(signal.signal, signal.SIGTERM, original)
         self.addCleanup(signal.set_wakeup_fd, signal.set_wakeup_fd(-1))
-        self.useFixture(base.fixtures.MockPatchObject(drain, '_SIGTERM',
-                                                      drain._Sigterm()))
+        self.useFixture(base.fixtures.MockPatchObject(signals, '_STATE',
+                                                      signals._State()))
         listener = Listener()
-        self.assertTrue(drain.watch_sigterm(listener))
+        self.assertTrue(signals.on_sigterm(listener, handle=False))
         # As after a SIGHUP: oslo.service installs its handler again.
         signal.signal(signal.SIGTERM,
                       lambda signo, frame: seen.append(-signo))
@@ -508,32 +509,53 @@ class SigtermTest(base.DriverTestCase):
         self.assertTrue(listener.called.wait(10))
         self.assertEqual([-signal.SIGTERM], seen)
 
+    def test_sighup_and_sigterm_share_the_one_wakeup_fd(self) -> None:
+        # One reader for the process's one wake-up fd: the reload's SIGHUP
+        # and the drain's SIGTERM both come through it.
+        seen: list[int] = []
+        for signo in (signal.SIGHUP, signal.SIGTERM):
+            self.addCleanup(signal.signal, signo, signal.signal(
+                signo, lambda signo, frame: seen.append(signo)))
+        self.addCleanup(signal.set_wakeup_fd, signal.set_wakeup_fd(-1))
+        self.useFixture(base.fixtures.MockPatchObject(signals, '_STATE',
+                                                      signals._State()))
+        hup = threading.Event()
+        self.assertTrue(signals.watch(signal.SIGHUP, 'reload', hup.set))
+        listener = Listener()
+        self.assertTrue(signals.on_sigterm(listener, handle=False))
+        os.kill(os.getpid(), signal.SIGHUP)
+        self.assertTrue(hup.wait(10))
+        self.assertFalse(listener.called.is_set())
+        os.kill(os.getpid(), signal.SIGTERM)
+        self.assertTrue(listener.called.wait(10))
+        self.assertEqual([signal.SIGHUP, signal.SIGTERM], seen)
+        ours = signals._STATE.write_fd
+        self.assertEqual(ours, signal.set_wakeup_fd(ours))
+
     def test_eventlet_mode_leaves_a_wakeup_pipe_in_use_alone(self) -> None:
-        self.useFixture(base.fixtures.MockPatchObject(drain, '_SIGTERM',
-                                                      drain._Sigterm()))
+        self.useFixture(base.fixtures.MockPatchObject(signals, '_STATE',
+                                                      signals._State()))
         read_fd, write_fd = os.pipe()
         self.addCleanup(os.close, read_fd)
         self.addCleanup(os.close, write_fd)
         os.set_blocking(write_fd, False)
         self.addCleanup(signal.set_wakeup_fd, signal.set_wakeup_fd(write_fd))
-        self.assertFalse(drain.watch_sigterm(Listener()))
+        self.assertFalse(signals.on_sigterm(Listener(), handle=False))
         self.assertEqual(write_fd, signal.set_wakeup_fd(write_fd))
 
     def test_init_host_in_eventlet_mode_watches_sigterm(self) -> None:
         with mock.patch('nova.monkey_patch.is_patched',
                         return_value=True), \
-                mock.patch.object(drain, 'watch_sigterm') as watch, \
-                mock.patch.object(drain, 'install_sigterm') as install:
+                mock.patch.object(signals, 'on_sigterm') as on_sigterm:
             self.driver.init_host('host1')
-        watch.assert_called_once_with(self.driver)
-        install.assert_not_called()
+        on_sigterm.assert_called_once_with(self.driver, handle=False)
 
     def test_not_from_another_thread(self) -> None:
-        self.useFixture(base.fixtures.MockPatchObject(drain, '_SIGTERM',
-                                                      drain._Sigterm()))
+        self.useFixture(base.fixtures.MockPatchObject(signals, '_STATE',
+                                                      signals._State()))
         got = []
         worker = threading.Thread(
-            target=lambda: got.append(drain.install_sigterm(Listener())))
+            target=lambda: got.append(signals.on_sigterm(Listener(), handle=True)))
         worker.start()
         worker.join()
         self.assertEqual([False], got)
