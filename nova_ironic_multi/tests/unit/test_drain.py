@@ -555,7 +555,8 @@ class SigtermTest(base.DriverTestCase):
                                                       signals._State()))
         got = []
         worker = threading.Thread(
-            target=lambda: got.append(signals.on_sigterm(Listener(), handle=True)))
+            target=lambda: got.append(
+                signals.on_sigterm(Listener(), handle=True)))
         worker.start()
         worker.join()
         self.assertEqual([False], got)
