@@ -99,7 +99,7 @@ class FencedTakeoverTest(FencedCase):
         self.assertTrue(all(n in self.period()['host2'] for _, n in placed))
         self.fence('host2')
         with self.assertLogs(
-                'nova_ironic_multi.hosts.takeover', 'WARNING') as logs:
+                'nova_ironic_multi.hosts', 'WARNING') as logs:
             reported = self.period(LIVE)
         # Both survivors act: the ring spreads the nodes over them.
         self.assertEqual(set(LIVE), {self.ring_host(n) for _, n in placed})
@@ -356,7 +356,7 @@ class FencedTakeoverTest(FencedCase):
                     lambda: driver2.rescue(self.ctxt, stale, None, None,
                                            'pw', None, None)):
             with self.assertLogs(
-                    'nova_ironic_multi.hosts.takeover', 'WARNING'):
+                    'nova_ironic_multi.hosts', 'WARNING'):
                 # Preempted: nova's manager then reverts no task state.
                 self.assertRaises(exception.UnexpectedTaskStateError, act)
         self.assertEqual(states.POWER_ON,
@@ -622,7 +622,7 @@ class ClaimTest(base.DriverTestCase):
         # claim would stay for ever. host2's next start gives it back.
         self.cut_off('host2', to='host1')
         with self.assertLogs(
-                'nova_ironic_multi.hosts.takeover', 'WARNING') as logs:
+                'nova_ironic_multi.hosts', 'WARNING') as logs:
             self.assertEqual([self.uuid], takeover.release_claims('host2'))
         self.assertEqual(('host2', None),
                          (self.read().host, self.read().task_state))
