@@ -26,7 +26,6 @@ from nova.compute import task_states
 from nova.compute import vm_states
 from nova import context as nova_context
 from nova import exception
-from nova import monkey_patch
 from nova import objects
 from nova.objects import external_event as external_event_obj
 from nova.virt import driver as virt_driver
@@ -42,19 +41,13 @@ from nova_ironic_multi.actions import vifs
 from nova_ironic_multi.actions import volumes
 from nova_ironic_multi import compat
 from nova_ironic_multi import conf as nim_conf
-from nova_ironic_multi.conf import nova_options
-from nova_ironic_multi.division import partition
 from nova_ironic_multi.hosts import drain
 from nova_ironic_multi.hosts import restart
-from nova_ironic_multi.hosts import stale_requests
 from nova_ironic_multi.hosts import takeover
 from nova_ironic_multi import ironic
 from nova_ironic_multi.ironic import nodeinfo
-from nova_ironic_multi import loader
-from nova_ironic_multi import membership
 from nova_ironic_multi.period import inventory
-from nova_ironic_multi.service import reload
-from nova_ironic_multi.service import signals
+from nova_ironic_multi.service import startup
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
@@ -117,59 +110,8 @@ class IronicDriver(virt_driver.ComputeDriver):
         # host nova passes here is the one that counts.
         self._inventory.host = host
         self._starting, self._instances_processed = True, False
-        # Before nova's RPC server starts: requests queued for an instance
-        # that moved while this host was down are dropped, not acted on.
-        manager = stale_requests.manager_of(self.virtapi)
-        if manager is not None:
-            stale_requests.guard(manager, lambda: self._inventory.host)
-            self._inventory.watch_builds(manager)
-        # Back after a drain (scale-out): take builds again.
-        drain.reenable(host)
-        try:
-            # Starts the membership plugin, which checks its own options.
-            part = self._inventory.start()
-        except (partition.InvalidPartition, loader.PluginError,
-                membership.MembershipMisconfigured) as e:
-            LOG.error('nova-ironic-multi refuses to start: %s', e)
-            raise exception.InvalidConfiguration(str(e)) from e
-        LOG.info('nova-ironic-multi on %(host)s: %(part)s',
-                 {'host': host, 'part': part.summary()})
-        nova_options.warn_differences(CONF, host)
-        compat.warn_if_untested_nova()
-        self._connect_at_start()
-        if compat.lists_nodes_before_instances():
-            # A nova without process_instances_at_startup.
-            restart.record_at_start(nova_context.get_admin_context(), host)
-        reload.watch(CONF, self._inventory)
-        threads = not monkey_patch.is_patched()
-        if threads:
-            # Native threading: oslo.service cannot reload on SIGHUP.
-            reload.install_sighup(CONF)
-        # A drain begins as SIGTERM arrives (eventlet: oslo.service owns
-        # the handlers, SIGTERM is seen through the wake-up pipe).
-        signals.on_sigterm(self, handle=threads)
-
-    def _connect_at_start(self) -> None:
-        """Stop the service on a wrong ``[ironic]``; wait out an outage.
-
-        Bad credentials or a catalog without Ironic never fix themselves:
-        the operator must see them now, not as a warning every period. An
-        unreachable Keystone or Ironic may come back: the service starts
-        and its periods report VirtDriverNotReady until then.
-        """
-        try:
-            self._ironic.connect()
-        except ironic.IronicMisconfigured as e:
-            LOG.error('nova-ironic-multi refuses to start: %s', e)
-            raise exception.InvalidConfiguration(str(e)) from e
-        except ironic.VersionNotSupported as e:
-            # Not a network problem: said as what it is. An upgraded
-            # Ironic is picked up by a later period.
-            LOG.error('%s The driver reports VirtDriverNotReady until then.',
-                      e)
-        except ironic.IronicError as e:
-            LOG.warning('Ironic cannot be reached yet (%s); the driver '
-                        'reports VirtDriverNotReady until it can.', e)
+        startup.start(host, self._inventory, self._ironic, self.virtapi,
+                      self)
 
     def process_instances_at_startup(self, context: Any,
                                      instances: Any) -> Any:

@@ -485,7 +485,8 @@ class StartupTest(base.DriverTestCase):
             'driver needs 1.46 or newer')
         self.ironic.fail('connect', too_old)
         self.ironic.fail('list_nodes', too_old)
-        with self.assertLogs('nova_ironic_multi.driver', 'WARNING') as logs:
+        with self.assertLogs('nova_ironic_multi.service.startup',
+                             'WARNING') as logs:
             drv.init_host('host1')
         (line,) = logs.output
         self.assertTrue(line.startswith('ERROR:'), line)

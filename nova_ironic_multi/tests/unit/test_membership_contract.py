@@ -112,7 +112,7 @@ class PluginContractTest(base.DriverTestCase):
     def test_a_plugin_that_cannot_start_stops_nova_compute(self) -> None:
         self.flags(membership_driver='refuser', group='ironic_multi')
         drv = driver.IronicDriver(virtapi.VirtAPI())
-        with self.assertLogs('nova_ironic_multi.driver', 'ERROR'):
+        with self.assertLogs('nova_ironic_multi.service.startup', 'ERROR'):
             exc = self.assertRaises(exception.InvalidConfiguration,
                                     drv.init_host, 'host1')
         self.assertIn('[refuser] url is not set. Fix: set it.', str(exc))

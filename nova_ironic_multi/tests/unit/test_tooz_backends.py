@@ -119,7 +119,7 @@ class StartTest(base.DriverTestCase):
         self.flags(group='ironic_multi', membership_driver='tooz',
                    tooz_backend_url=url)
         drv = driver.IronicDriver(virtapi.VirtAPI())
-        with self.assertLogs('nova_ironic_multi.driver', 'ERROR'):
+        with self.assertLogs('nova_ironic_multi.service.startup', 'ERROR'):
             exc = self.assertRaises(exception.InvalidConfiguration,
                                     drv.init_host, 'host1')
         return str(exc)
