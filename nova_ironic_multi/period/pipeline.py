@@ -114,6 +114,24 @@ class Pipeline:
     def host(self) -> str:
         return self._in_force.host
 
+    def _partition(self) -> partition.Partition:
+        """The first step of both: the partition in force.
+
+        :raises NotReady: the options are invalid and none ever was good.
+        """
+        try:
+            return self._in_force.partition()
+        except partition.InvalidPartition as e:
+            raise NotReady(str(e)) from e
+
+    def _instances(self, ctxt: nova_context.RequestContext) -> set[str]:
+        """This host's instances: read after the listing, never before.
+
+        (Else a node deployed meanwhile looks like another host's: nova
+        bug 1841481.) Within :func:`_peers_or_not_ready`.
+        """
+        return set(objects.InstanceList.get_uuids_by_host(ctxt, self.host))
+
     def compute(self, previous: snapshot.Snapshot | None) -> Computed:
         """This period's snapshot, and what it took.
 
@@ -121,10 +139,7 @@ class Pipeline:
         :raises NotReady: Ironic, nova or the membership back end cannot
             answer, or the configuration cannot be enforced.
         """
-        try:
-            part = self._in_force.partition()
-        except partition.InvalidPartition as e:
-            raise NotReady(str(e)) from e
+        part = self._partition()
         started = time.monotonic()
         shards: snapshot.Shards | None = None
         try:
@@ -153,9 +168,7 @@ class Pipeline:
         listed_at = time.monotonic()
         ctxt = nova_context.get_admin_context()
         with _peers_or_not_ready():
-            # After the listing, never before (nova bug 1841481).
-            mine = set(objects.InstanceList.get_uuids_by_host(ctxt,
-                                                              self.host))
+            mine = self._instances(ctxt)
             if shards is not None:
                 try:
                     self.lister.complete(part.scope, listed, mine)
@@ -288,10 +301,7 @@ class Pipeline:
         :raises NotReady: Ironic, nova or the membership back end cannot
             answer, or the configuration cannot be enforced.
         """
-        try:
-            part = self._in_force.partition()
-        except partition.InvalidPartition as e:
-            raise NotReady(str(e)) from e
+        part = self._partition()
         with self._ironic.fail_fast():
             try:
                 counts = self._ironic.shards() if part.by_shard else None
@@ -302,9 +312,7 @@ class Pipeline:
         in_scope = [n for n in nodes if ownership.in_scope(n, part.scope)]
         ctxt = nova_context.get_admin_context()
         with _peers_or_not_ready():
-            # After the listing, never before (nova bug 1841481).
-            mine = set(objects.InstanceList.get_uuids_by_host(ctxt,
-                                                              self.host))
+            mine = self._instances(ctxt)
             peers = self._in_force.membership(part).live_peers(part)
             members = eligible(peers - {part.host})
             found = orphans.Orphans().find(

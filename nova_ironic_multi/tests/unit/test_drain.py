@@ -530,6 +530,7 @@ class SigtermTest(base.DriverTestCase):
         self.assertTrue(listener.called.wait(10))
         self.assertEqual([signal.SIGHUP, signal.SIGTERM], seen)
         ours = signals._STATE.write_fd
+        assert ours is not None
         self.assertEqual(ours, signal.set_wakeup_fd(ours))
 
     def test_eventlet_mode_leaves_a_wakeup_pipe_in_use_alone(self) -> None:

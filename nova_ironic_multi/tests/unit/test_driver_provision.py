@@ -410,16 +410,22 @@ class SpawnTest(base.DriverTestCase):
         self.assertEqual((states.AVAILABLE, None),
                          (node['provision_state'], node['instance_uuid']))
 
-    def test_deploy_no_conductor_works_on_ends_and_is_given_up(
-            self) -> None:
-        # A conductor cleared the dead one's lock but never failed the
-        # deploy: the node stays deploying, unlocked, for ever.
+    def deploy_stays(self, **node: Any) -> None:
+        """The deploy stays ``deploying``, the node as ``node`` says.
+
+        With long bounds, and a short grace for a stall.
+        """
         self.driver._provision._stalls = stalls.Stalls(grace=0.3)
         self.flags(deploy_timeout=600, unprovision_timeout=600,
                    group='ironic_multi')
         self.ironic.steps = 10 ** 6
-        self.ironic.nodes[self.node].update(reservation=None,
-                                            conductor='c1')
+        self.ironic.nodes[self.node].update(node)
+
+    def test_deploy_no_conductor_works_on_ends_and_is_given_up(
+            self) -> None:
+        # A conductor cleared the dead one's lock but never failed the
+        # deploy: the node stays deploying, unlocked, for ever.
+        self.deploy_stays(reservation=None, conductor='c1')
         exc = self.assertRaises(exception.InstanceDeployFailure, self.spawn)
         self.assertIn('cannot finish: the node is deploying and no Ironic '
                       'conductor has held its lock for', str(exc))
@@ -433,14 +439,9 @@ class SpawnTest(base.DriverTestCase):
 
     def test_deploy_wait_ends_once_no_conductor_serves_the_node(
             self) -> None:
-        self.driver._provision._stalls = stalls.Stalls(grace=0.3)
-        self.flags(deploy_timeout=600, unprovision_timeout=600,
-                   group='ironic_multi')
-        self.ironic.steps = 10 ** 6
         # The lock of the conductor that died, and none left in g1.
-        self.ironic.nodes[self.node].update(
-            reservation='dead-conductor', conductor=None,
-            conductor_group='g1')
+        self.deploy_stays(reservation='dead-conductor', conductor=None,
+                          conductor_group='g1')
         exc = self.assertRaises(exception.InstanceDeployFailure, self.spawn)
         self.assertIn("cannot finish: the node is deploying and no live "
                       "Ironic conductor of its conductor group 'g1' serves "
