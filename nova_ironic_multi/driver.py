@@ -97,7 +97,8 @@ class IronicDriver(virt_driver.ComputeDriver):
         self._power = power.Power(CONF, self._ironic, self._provision)
         self._consoles = consoles.Consoles(CONF, self._ironic,
                                            self._provision)
-        self._drain = drain.Drain(CONF, self._inventory.handover)
+        self._drain = drain.Drain(CONF, self._inventory.handover,
+                                  self._inventory.building_here)
         #: From init_host until the first period after nova has looked at
         #: this host's instances: nova's start, which asks each request once.
         self._starting = False

@@ -55,6 +55,9 @@ drain_on_stop = true`` (read when the service stops), stopping nova-compute
    the free nodes; the instances stay where they went.
 
 No fence is needed: the host itself stops acting before it hands over.
+nova may stop waiting for the operations under way before they end (its
+threads go on meanwhile): an instance whose build this process still holds
+or runs is handed over only once the build ends, as the build left it.
 The moves stop when the time nova leaves ``cleanup_host`` runs out; what is
 left stays with this host and is logged with how to finish.
 """
@@ -94,6 +97,8 @@ reenable = drained.reenable
 MARGIN = 2.0
 #: Seconds between two looks at an instance a live peer holds a claim on.
 RETRY = 0.5
+#: :meth:`Drain._after_build` at the deadline.
+_STILL_BUILDING = object()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,11 +143,18 @@ class Drain:
 
     def __init__(self, conf: cfg.ConfigOpts,
                  handover: Callable[[Callable[[frozenset[str]],
-                                              frozenset[str]]], Plan]
+                                              frozenset[str]]], Plan],
+                 building: Callable[[str], bool] = lambda uuid: False
                  ) -> None:
-        """:param handover: :meth:`inventory.Inventory.handover`."""
+        """:param handover: :meth:`inventory.Inventory.handover`.
+
+        :param building: whether this process still holds or runs the build
+            of an instance (nova may stop waiting for the operations under
+            way before they end: its threads go on meanwhile).
+        """
         self._conf = conf
         self._handover = handover
+        self._building = building
         self._lock = threading.Lock()
         self._begun = False
         #: Lower-cased member -> its host name as nova writes it.
@@ -300,6 +312,14 @@ class Drain:
         self._plan, self._refused = plan, set()
         for inst in found:
             node = plan.instances[inst.uuid]
+            if self._building(inst.uuid):
+                built = self._after_build(host, inst, deadline)
+                if built is _STILL_BUILDING:
+                    left.add(inst.uuid)
+                    continue
+                if built is None:
+                    continue
+                inst = built
             if inst.node and inst.node != node:
                 LOG.warning('Draining: instance %(inst)s is recorded on node '
                             '%(rec)s, but node %(node)s carries it: not '
@@ -313,6 +333,40 @@ class Drain:
             else:
                 moved[inst.uuid] = went
         return Result(moved, frozenset(left))
+
+    def _after_build(self, host: str, inst: Any, deadline: float) -> Any:
+        """Wait for this process's build of ``inst`` to end, then re-read it.
+
+        Handed over while its build thread still runs here, the instance
+        would be written by both hosts: the new one recovers it (ERROR),
+        this one's build then fails to save and nova, as for any failed
+        build, clears its host, which leaves the node deployed for a server
+        no host manages (seen in the long soak, seed 2, with nova's wait
+        for the operations under way at 0 s).
+
+        :returns: the instance as its build left it; None if it is no
+            longer this host's (deleted, or its build failed and nova
+            cleared its host); :data:`_STILL_BUILDING` at the deadline.
+        """
+        LOG.info('Draining: the build of instance %s still runs on this '
+                 'host; handing it over once it ends', inst.uuid)
+        while self._building(inst.uuid):
+            if time.monotonic() >= deadline:
+                LOG.error('Draining: the build of instance %(inst)s still '
+                          'runs on %(host)s: not handed over; it stays '
+                          'with %(host)s, whose start recovers it.',
+                          {'inst': inst.uuid, 'host': host})
+                return _STILL_BUILDING
+            time.sleep(RETRY)
+        current = self._reread(inst)
+        if current is None:
+            return None
+        if (current.host or '').lower() != host.lower():
+            LOG.info('Draining: instance %(inst)s is no longer on this host '
+                     'after its build (host %(other)s): nothing to hand over',
+                     {'inst': inst.uuid, 'other': current.host})
+            return None
+        return current
 
     def _hand_over(self, host: str, inst: Any, node: str,
                    deadline: float) -> str | None:

@@ -186,6 +186,10 @@ class Inventory:
         """
         self._unclaimed.held.guard(manager)
 
+    def building_here(self, instance_uuid: str) -> bool:
+        """Whether this process holds or runs the build of an instance."""
+        return instance_uuid in self._unclaimed.held
+
     def handover(self, eligible: Callable[[frozenset[str]], frozenset[str]]
                  ) -> drain.Plan:
         """Where this host's instances go when it drains (:mod:`drain`).

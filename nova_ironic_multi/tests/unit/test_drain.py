@@ -21,6 +21,7 @@ import uuid as uuidlib
 
 from nova.compute import rpcapi as compute_rpcapi
 from nova.compute import task_states
+from nova.compute import vm_states
 from nova import conf as nova_conf
 from nova import context as nova_context
 from nova import objects
@@ -123,6 +124,59 @@ class DrainTest(base.DriverTestCase):
         self.assertFalse(after['host1'] & after['host2'])
         self.assertEqual(before['host1'] | before['host2'] | before['host3'],
                          after['host1'] | after['host2'])
+
+    def building(self, host: str, uuid: str) -> set[str]:
+        """The builds ``host``'s process runs: ``uuid``'s is one now."""
+        running = self.drivers[host]._inventory._unclaimed.held._running
+        running.add(uuid)
+        return running
+
+    def test_a_build_still_running_here_is_handed_over_once_it_ends(
+            self) -> None:
+        # Seen in the long soak (seed 2): nova stopped waiting for the
+        # operations under way at once, the drain handed over a server
+        # whose build thread still ran here; its new host put it in ERROR,
+        # the build here then failed to save and nova cleared its host,
+        # leaving the node deployed for a server no host manages.
+        uuid, node = self.deployed('host3', vm_state=vm_states.BUILDING,
+                                   task_state=task_states.SPAWNING)
+        running = self.building('host3', uuid)
+
+        def build_ends() -> None:
+            inst = self.instance(uuid)
+            inst.vm_state, inst.task_state = vm_states.ACTIVE, None
+            inst.save(expected_task_state=[task_states.SPAWNING])
+            running.discard(uuid)
+
+        timer = threading.Timer(1.0, build_ends)
+        timer.start()
+        self.addCleanup(timer.cancel)
+        with self.assertLogs('nova_ironic_multi.hosts.drain', 'INFO') as logs:
+            self.drivers['host3'].cleanup_host('host3')
+        inst = self.instance(uuid)
+        self.assertEqual((self.ring_host(node), vm_states.ACTIVE, None),
+                         (inst.host, inst.vm_state, inst.task_state))
+        self.assertIn('the build of instance %s still runs on this host'
+                      % uuid, '\n'.join(logs.output))
+        # Handed over as its build left it: nothing for its new host to
+        # recover, no hand-over in flight recorded.
+        self.assertEqual({}, recovery.handed_over(self.ctxt, inst.host,
+                                                  [uuid]))
+
+    def test_a_build_that_outlasts_the_drain_stays_here(self) -> None:
+        uuid, node = self.deployed('host3', vm_state=vm_states.BUILDING,
+                                   task_state=task_states.SPAWNING)
+        self.building('host3', uuid)
+        with mock.patch.object(drain, 'budget', return_value=(1.0, 'x')), \
+                self.assertLogs('nova_ironic_multi.hosts.drain',
+                                'ERROR') as logs:
+            result = self.drivers['host3']._drain.run('host3')
+        self.assertEqual(frozenset([uuid]), result.left)
+        self.assertEqual(('host3', task_states.SPAWNING),
+                         (self.instance(uuid).host,
+                          self.instance(uuid).task_state))
+        self.assertIn('the build of instance %s still runs on host3: not '
+                      'handed over' % uuid, '\n'.join(logs.output))
 
     def test_orphan_goes_with_its_node_and_is_listed_for_the_reaper(
             self) -> None:
