@@ -405,8 +405,9 @@ def divide(fleet: Fleet) -> None:
     """Each host's nodes, by the rules and inputs the driver uses.
 
     A running host keeps the nodes of its instances and of its deleted
-    instances (orphans), whether or not it is a ring member; only members
-    get free nodes from the ring. A host that is not running manages
+    instances (orphans), whether or not it is a ring member; a deleted
+    instance with no host is the orphan of its node's ring owner; only
+    members get free nodes from the ring. A host that is not running manages
     nothing: the nodes of its instances wait for it or for a takeover.
     """
     live: dict[str, set[str]] = collections.defaultdict(set)
@@ -415,6 +416,13 @@ def divide(fleet: Fleet) -> None:
         live[owner].add(instance)
     for instance, owner in fleet.deleted_hosts.items():
         deleted[owner].add(instance)
+    # Deleted with no host: the orphans of their node's ring owner
+    # (period.orphans.adopted).
+    homeless = deleted.pop('', set())
+    for node in fleet.in_scope:
+        keeper = fleet.ring_owner(node.uuid)
+        if node.instance_uuid in homeless and keeper is not None:
+            deleted[keeper].add(node.instance_uuid)
     for name, host in fleet.hosts.items():
         host.with_instance = {n.uuid for n in fleet.in_scope
                               if n.instance_uuid in live[name]}

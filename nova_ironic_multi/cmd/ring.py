@@ -235,6 +235,13 @@ def _why(fleet: fleet_mod.Fleet, node: nodeinfo.NodeInfo,
         host_name = fleet.instance_hosts[instance]
         rule = ('its instance %s belongs to %s (a node with an instance '
                 'stays with the instance\'s host)' % (instance, host_name))
+    elif instance in fleet.deleted_hosts and not fleet.deleted_hosts[
+            instance]:
+        owner = fleet.ring_owner(node.uuid)
+        return ('its instance %s was deleted with no host: the ring gives '
+                'the node to %s, which keeps it so nova\'s reaper ([DEFAULT] '
+                'running_deleted_instance_action) acts on it'
+                % (instance, owner or 'no host (no live member)'))
     elif instance in fleet.deleted_hosts:
         host_name = fleet.deleted_hosts[instance]
         rule = ('its instance %s was deleted while its host %s was down: %s '

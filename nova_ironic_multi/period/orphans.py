@@ -19,7 +19,10 @@ of such nodes are not really another host's:
   UUID. nova's reaper (``running_deleted_instance_action``) tears it down,
   but only on a host whose driver lists that instance: so the deleted
   instance's own host keeps the node, as it kept it while the instance
-  lived, and lists the instance;
+  lived, and lists the instance. A deleted instance nova left with no host
+  (a build that failed after its server was handed over, when nova clears
+  the host before the delete) is *homeless*: the host whose ring share
+  holds its node keeps it as an orphan (:func:`adopted`);
 * an *unknown* instance: nova has never heard of it (a node deployed by
   hand, or by another cloud). Nobody may deploy over it; the host the ring
   gives the node to reports it.
@@ -36,11 +39,14 @@ host that is not a member are asked about every period.
 from __future__ import annotations
 
 from collections.abc import Collection
+from collections.abc import Iterable
 import dataclasses
 from typing import Any
 
 from nova import context as nova_context
 from nova import objects
+
+from nova_ironic_multi.division import ownership
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,9 +55,34 @@ class Found:
     orphans: frozenset[str]
     #: Instance UUIDs nova has no record of, deleted or not.
     unknown: frozenset[str]
+    #: Deleted instances nova left with no host: the orphans of the host
+    #: whose ring share holds their node (:func:`adopted`).
+    homeless: frozenset[str] = frozenset()
+
+    def adopting(self, instances: Collection[str]) -> Found:
+        """These as orphans too (homeless ones this host keeps)."""
+        if not instances:
+            return self
+        return dataclasses.replace(
+            self, orphans=self.orphans | frozenset(instances))
 
 
 NONE = Found(frozenset(), frozenset())
+
+
+def adopted(found: Found, nodes: Iterable[ownership.NodeLike],
+            share: Collection[str]) -> frozenset[str]:
+    """The homeless instances on the nodes of ``share`` (rule 2's share).
+
+    Every host computes the same ring, so exactly one live member keeps
+    each homeless instance's node, and its driver lists the instance for
+    nova's reaper.
+    """
+    if not found.homeless:
+        return frozenset()
+    return frozenset(n.instance_uuid for n in nodes
+                     if n.instance_uuid in found.homeless and
+                     n.uuid in share)
 
 
 class Orphans:
@@ -89,14 +120,18 @@ class Orphans:
             ctxt, {'uuid': sorted(ask)}, expected_attrs=[])
         me = host.lower()
         orphans: set[str] = set()
+        homeless: set[str] = set()
         known: set[str] = set()
         for inst in found:
             known.add(inst.uuid)
             owner = (inst.host or '').lower()
+            # Both asked again every period: the reaper ends them.
             if inst.deleted and owner == me:
-                # Asked again every period: the reaper ends them.
                 orphans.add(inst.uuid)
+            elif inst.deleted and not owner:
+                homeless.add(inst.uuid)
             else:
                 kept[inst.uuid] = owner
         self._others = kept
-        return Found(frozenset(orphans), frozenset(ask - known))
+        return Found(frozenset(orphans), frozenset(ask - known),
+                     frozenset(homeless))

@@ -188,6 +188,13 @@ class Pipeline:
             # there sees it (rule 1 for the instance it had).
             division = self._divide(part, nodes, mine, found, members,
                                     shards)
+            # A deleted instance nova left with no host is the orphan of the
+            # host whose ring share holds its node.
+            homeless = orphans.adopted(found, nodes, division.share)
+            if homeless:
+                found = found.adopting(homeless)
+                division = self._divide(part, nodes, mine, found, members,
+                                        shards)
             # Fenced hosts' nodes the ring gives this host (takeover =
             # fenced): their instances become this host's now, so this
             # period's division holds the nodes and nova moves their rows.
@@ -211,8 +218,7 @@ class Pipeline:
                                  n.instance_uuid in moved.orphans]
                 self._recovery.note(moved.inflight)
                 self._orphans.forget(moved.orphans)
-                found = orphans.Found(found.orphans | moved.orphans,
-                                      found.unknown)
+                found = found.adopting(moved.orphans)
                 division = self._divide(part, nodes, mine, found, members,
                                         shards)
         except loader.PluginError as e:
@@ -379,7 +385,17 @@ class Pipeline:
                             if n.instance_uuid in found.unknown and
                             n.uuid in division.share)
         for node in nodes:
-            if node.uuid in orphaned - self._orphaned:
+            if (node.uuid in orphaned - self._orphaned and
+                    node.instance_uuid in found.homeless):
+                LOG.warning('Ironic node %(node)s still carries instance '
+                            '%(inst)s, which nova deleted with no host: '
+                            'the ring gives the node to this host, which '
+                            'keeps it and lists the instance, so that '
+                            'nova\'s periodic task for running deleted '
+                            'instances ([DEFAULT] '
+                            'running_deleted_instance_action) acts on it.',
+                            {'node': node.uuid, 'inst': node.instance_uuid})
+            elif node.uuid in orphaned - self._orphaned:
                 LOG.warning('Ironic node %(node)s still carries instance '
                             '%(inst)s, which nova deleted while this host '
                             'was down: this host keeps the node and lists '

@@ -181,6 +181,24 @@ def test_orphans_and_unknown_instances_are_reported() -> None:
         fleet, 'a1')['reason']
 
 
+def test_a_deleted_instance_with_no_host_is_kept_by_its_ring_owner() -> None:
+    # What the services do (period.orphans.adopted): the command agrees.
+    f = Fleet()
+    f.ironic.nodes['a1']['instance_uuid'] = 'homeless'
+    f.deleted_hosts = {'homeless': ''}
+    fleet = f.build()
+    owner = fleet.ring_owner('a1')
+    assert owner in HOSTS
+    data, _ = show(fleet)
+    assert data['orphaned_nodes'] == [{'node': 'a1', 'instance': 'homeless',
+                                       'host': '', 'managed_by': owner}]
+    assert by_host(data)[owner]['orphaned_nodes'] == 1
+    why = explain(fleet, 'a1')
+    assert why['owner'] == owner
+    assert 'deleted with no host: the ring gives the node to %s' % owner in (
+        why['reason'])
+
+
 def test_takeover_refuses_a_destination_of_another_group() -> None:
     f = Fleet()
     scopes = takeover.Scopes(f.ironic)  # type: ignore[arg-type]

@@ -179,6 +179,43 @@ class DivisionTest(base.DriverTestCase):
         self.assertEqual({'host3'},
                          {h for h, nodes in reported.items() if node in nodes})
 
+    def test_deleted_instance_with_no_host_is_its_ring_owners_orphan(
+            self) -> None:
+        # A build that failed after its server was handed over: nova
+        # cleared the instance's host, and the server was deleted later.
+        # Its node is still deployed. The host whose ring share holds the
+        # node keeps it and lists the instance for nova's reaper; the
+        # other hosts leave it alone.
+        node = next(n for n in self.node_ids
+                    if self.owner_by_ring(n) == 'host3')
+        inst = self.make_instance(host='host2')
+        self.ironic.nodes[node].update(instance_uuid=inst.uuid,
+                                       provision_state=states.ACTIVE)
+        inst.host = None
+        inst.save()
+        inst.destroy()
+        with self.assertLogs('nova_ironic_multi.period',
+                             'WARNING') as logs:
+            reported = {h: set(d.get_available_nodes())
+                        for h, d in self.drivers.items()}
+        self.assertEqual({'host3'},
+                         {h for h, nodes in reported.items() if node in nodes})
+        self.assertEqual(
+            {'host3'}, {h for h, d in self.drivers.items()
+                        if inst.uuid in d.list_instance_uuids()})
+        said = [line for line in logs.output if 'deleted with no host' in line]
+        self.assertEqual(1, len(said), logs.output)
+        # What nova's reaper on host3 asks: deleted instances among its own.
+        deleted = objects.InstanceList.get_by_filters(
+            self.ctxt, {'deleted': True, 'soft_deleted': False,
+                        'uuid': self.drivers['host3'].list_instance_uuids()})
+        self.assertEqual([inst.uuid], [i.uuid for i in deleted])
+        # The node stays host3's, said once, while the reaper has not run.
+        with self.assertLogs('nova_ironic_multi.period', 'DEBUG') as logs:
+            self.assertIn(node, self.drivers['host3'].get_available_nodes())
+        self.assertFalse([line for line in logs.output
+                          if 'deleted with no host' in line])
+
     def test_instance_nova_never_knew_is_reported_by_the_ring_owner_only(
             self) -> None:
         node = next(n for n in self.node_ids
