@@ -33,25 +33,45 @@ from nova_ironic_multi.ironic import states
 #: stalled: a conductor drops the lock only between two steps.
 GRACE = 60.0
 
+#: Seconds after which a node no wait has looked at is forgotten (it was
+#: deleted, or no action waits on it any more).
+KEEP = 3600.0
+
 
 class Stalls:
-    """What each wait has seen of busy nodes nobody works on."""
+    """What each wait has seen of busy nodes nobody works on.
+
+    Kept across the waits of one action (a deploy's wait, its undo and
+    nova's clean-up delete all know a stall the first one saw), and for
+    :data:`KEEP` after the last look at a node.
+    """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic,
-                 grace: float = GRACE) -> None:
+                 grace: float = GRACE, keep: float = KEEP) -> None:
         self._clock = clock
         self._grace = grace
-        #: node UUID -> when it was first seen busy; and busy, unlocked.
+        self._keep = keep
+        #: node UUID -> when it was first seen busy; busy and unlocked;
+        #: last asked about by UUID (:meth:`suspect`); last looked at.
         self._busy: dict[str, float] = {}
         self._unlocked: dict[str, float] = {}
+        self._asked: dict[str, float] = {}
+        self._looked: dict[str, float] = {}
+
+    def _forget(self, uuid: str) -> None:
+        for seen in (self._busy, self._unlocked, self._asked, self._looked):
+            seen.pop(uuid, None)
 
     def _seen(self, node: nodeinfo.NodeInfo) -> bool:
         """Note what ``node`` shows; whether it is busy."""
-        if node.provision_state not in states.CONDUCTOR_BUSY:
-            self._busy.pop(node.uuid, None)
-            self._unlocked.pop(node.uuid, None)
-            return False
         now = self._clock()
+        for uuid in [u for u, at in self._looked.items()
+                     if now - at >= self._keep]:
+            self._forget(uuid)
+        if node.provision_state not in states.CONDUCTOR_BUSY:
+            self._forget(node.uuid)
+            return False
+        self._looked[node.uuid] = now
         self._busy.setdefault(node.uuid, now)
         if node.unlocked:
             self._unlocked.setdefault(node.uuid, now)
@@ -60,13 +80,21 @@ class Stalls:
         return True
 
     def suspect(self, node: nodeinfo.NodeInfo) -> bool:
-        """Busy for the grace already: ask whether a conductor serves it.
+        """Time to ask whether a conductor serves ``node``.
 
-        (Only a read of the node by UUID says; a wait polling otherwise
-        asks that once it suspects a stall, not on every poll.)
+        Only a read of the node by UUID says. A wait polling otherwise asks
+        once the node has been busy for the grace, and then once per grace
+        at most, not on every poll.
         """
-        return (self._seen(node) and
-                self._clock() - self._busy[node.uuid] >= self._grace)
+        if not self._seen(node):
+            return False
+        now = self._clock()
+        if (now - self._busy[node.uuid] < self._grace or
+                now - self._asked.get(node.uuid, now - self._grace) <
+                self._grace):
+            return False
+        self._asked[node.uuid] = now
+        return True
 
     def reason(self, node: nodeinfo.NodeInfo) -> str | None:
         """Why no conductor will move ``node`` on, or None if one may."""

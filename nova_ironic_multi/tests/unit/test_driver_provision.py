@@ -353,17 +353,22 @@ class SpawnTest(base.DriverTestCase):
         self.driver.get_available_nodes()
         self.assertEqual(['active'], self.requested())
         # Ironic's conductor gives up too: the next period undeploys.
-        node.update(provision_state=states.DEPLOYFAIL, _pending=None,
-                    target_provision_state=states.ACTIVE)
+        self.conductor_fails_the_deploy()
+        self.assertEqual({}, self.abandoned_deploys())
+        self.driver.get_available_nodes()
+        self.assertEqual(['active', 'deleted'], self.requested())
+
+    def conductor_fails_the_deploy(self, **node: Any) -> None:
+        """Ironic fails the deploy left behind: the next period undoes it."""
+        left = self.ironic.nodes[self.node]
+        left.update(provision_state=states.DEPLOYFAIL, _pending=None,
+                    target_provision_state=states.ACTIVE, **node)
         self.ironic.steps = 1
         self.driver.get_available_nodes()
         self.assertEqual(['active', 'deleted'], self.requested())
         self.driver.get_available_nodes()
         self.assertEqual((states.AVAILABLE, None),
-                         (node['provision_state'], node['instance_uuid']))
-        self.assertEqual({}, self.abandoned_deploys())
-        self.driver.get_available_nodes()
-        self.assertEqual(['active', 'deleted'], self.requested())
+                         (left['provision_state'], left['instance_uuid']))
 
     def test_deploy_no_conductor_serves_is_given_up_without_waiting(
             self) -> None:
@@ -400,15 +405,7 @@ class SpawnTest(base.DriverTestCase):
                              reads_in_the_undo + 1)
         self.assertEqual(['active'], self.requested())
         # A conductor of g1 is back and fails the deploy: a period undoes.
-        node = self.ironic.nodes[self.node]
-        node.update(provision_state=states.DEPLOYFAIL, _pending=None,
-                    conductor='c1', target_provision_state=states.ACTIVE)
-        self.ironic.steps = 1
-        self.driver.get_available_nodes()
-        self.assertEqual(['active', 'deleted'], self.requested())
-        self.driver.get_available_nodes()
-        self.assertEqual((states.AVAILABLE, None),
-                         (node['provision_state'], node['instance_uuid']))
+        self.conductor_fails_the_deploy(conductor='c1')
 
     def deploy_stays(self, **node: Any) -> None:
         """The deploy stays ``deploying``, the node as ``node`` says.
