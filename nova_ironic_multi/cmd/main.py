@@ -18,6 +18,7 @@ Run it where ``nova-manage`` runs, with nova's configuration::
     nova-ironic-multi ... ring simulate --add host4 --remove host2
     nova-ironic-multi ... takeover --from host3 --to host1 [--execute]
     nova-ironic-multi ... shards plan|apply --count 64 [--relabel-all]
+    nova-ironic-multi ... health [--state-file PATH]
 
 Every command takes ``--format json``.
 """
@@ -35,11 +36,6 @@ import sys  # noqa: E402
 from typing import Any, TextIO  # noqa: E402
 
 from oslo_config import cfg  # noqa: E402
-
-from nova_ironic_multi.division import partition  # noqa: E402
-from nova_ironic_multi import ironic  # noqa: E402
-from nova_ironic_multi import loader  # noqa: E402
-from nova_ironic_multi import membership  # noqa: E402
 
 CONF = cfg.CONF
 
@@ -89,21 +85,40 @@ def add_parsers(subparsers: Any) -> None:
                             help='Relabel every node, not only the nodes '
                                  'without a shard.')
         _format(parser)
+    probe = subparsers.add_parser(
+        'health', help='Whether this host\'s nova-compute divides: exit 0 '
+        'healthy, 1 degraded, 2 broken (reads only its state file).')
+    probe.add_argument('--state-file', metavar='PATH',
+                       help='The file nova-compute writes (default: as '
+                            '[ironic_multi] state_file says).')
+    probe.add_argument('--stale-after', type=float, metavar='SECONDS',
+                       help='Broken when the file is older (default: 5 '
+                            'periods, at least 300 s).')
+    _format(probe)
 
 
 COMMAND = cfg.SubCommandOpt('command', title='Commands',
                             handler=add_parsers,
                             help='ring show|explain|simulate, takeover, '
-                                 'shards plan|apply')
+                                 'shards plan|apply, health')
 
 
 def run(command: Any, out: TextIO = sys.stdout,
         err: TextIO = sys.stderr) -> int:
     """Run a parsed command; errors are explained, not dumped."""
+    if command.name == 'health':
+        # A probe, run every few seconds: it imports only what it reads.
+        from nova_ironic_multi.cmd import health
+        return health.run(CONF, command.state_file, command.stale_after,
+                          out, command.format)
     from nova_ironic_multi.cmd import fleet
     from nova_ironic_multi.cmd import ring
     from nova_ironic_multi.cmd import shards
     from nova_ironic_multi.cmd import takeover
+    from nova_ironic_multi.division import partition
+    from nova_ironic_multi import ironic
+    from nova_ironic_multi import loader
+    from nova_ironic_multi import membership
     try:
         if command.name == 'takeover':
             return takeover.run(command.source, command.dest,
@@ -133,12 +148,20 @@ def configure(argv: list[str]) -> None:
     With nova's RPC set up (nothing connects until a message is sent):
     reading a cell mapping needs its options (``transport_url``).
     """
-    from nova import config as nova_config
-    from nova import objects
+    import nova.conf  # noqa: F401 (nova's options: state_path, host)
 
     from nova_ironic_multi import conf as nim_conf
     nim_conf.register_opts(CONF)
     CONF.register_cli_opt(COMMAND)
+    # The health probe reads one file: the files and the command line are
+    # all it needs (nova's set-up below costs a second or more).
+    CONF(argv, project='nova')
+    if CONF.command.name == 'health':
+        return
+    CONF.clear()
+
+    from nova import config as nova_config
+    from nova import objects
     nova_config.parse_args([sys.argv[0]] + argv)
     objects.register_all()
 

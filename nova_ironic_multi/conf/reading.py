@@ -43,7 +43,8 @@ PARTITION = (('ironic_multi', 'partition_key'), ('ironic_multi', 'peer_list'),
 #: when it is read: it takes ``takeover = sometimes``, logs it as changed,
 #: and then every read of it fails.
 MUTABLE = PARTITION + (('ironic_multi', 'takeover'),
-                       ('ironic_multi', 'drain_on_stop'))
+                       ('ironic_multi', 'drain_on_stop'),
+                       ('ironic_multi', 'state_file'))
 
 #: Options read at start only (oslo.config keeps their old value on a
 #: reload), whose new value a reload checks all the same: one that cannot

@@ -40,6 +40,7 @@ from nova_ironic_multi.hosts import recovery
 from nova_ironic_multi import ironic
 from nova_ironic_multi.ironic import nodeinfo
 from nova_ironic_multi.period import abandoned
+from nova_ironic_multi.period import health
 from nova_ironic_multi.period import in_force
 from nova_ironic_multi.period import jobs
 from nova_ironic_multi.period import leftovers
@@ -79,6 +80,8 @@ class Inventory:
         self._abandoned = abandoned.AbandonedDeploys(client)
         self._recovery = recovery.Recovery(client)
         self._unclaimed = unclaimed.UnclaimedBuilds(conf)
+        #: What ``nova-ironic-multi health`` reads.
+        self._state = health.StateFile(conf)
         self._pipeline = pipeline.Pipeline(conf, client, self.in_force,
                                            self._recovery)
         #: The side jobs, in the order a period runs them.
@@ -161,7 +164,11 @@ class Inventory:
                 return self._snapshot
             begun = time.monotonic()
             self._take_followups()
-            computed = self._pipeline.compute(self._snapshot)
+            try:
+                computed = self._pipeline.compute(self._snapshot)
+            except pipeline.NotReady as e:
+                self._state.not_ready(self.host, str(e))
+                raise
             self._log_change(computed)
             snapshot = computed.snapshot
             # Under the update lock: an update() reading the old snapshot
@@ -177,6 +184,9 @@ class Inventory:
             jobs.run(self.jobs, jobs.Period(
                 self.host, self._refreshes,
                 old.nodes if old is not None else None, snapshot.nodes))
+            assert snapshot.partition is not None
+            self._state.succeeded(self.host, snapshot.partition,
+                                  snapshot.members, len(snapshot.nodes))
             return snapshot
 
     def watch_builds(self, manager: Any) -> None:

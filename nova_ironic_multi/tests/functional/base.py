@@ -140,6 +140,10 @@ class IronicCellTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         nim_conf.register_opts(CONF)
         self.flags(endpoint_override=self.ironic.url, group='ironic')
         self.flags(poll_interval=0.1, group='ironic_multi')
+        # (The computes of this process share it: health tests start one.)
+        self.flags(state_file=os.path.join(
+            self.useFixture(fixtures.TempDir()).path, 'state.json'),
+            group='ironic_multi')
         self.flags(mkisofs_cmd=ironic_server.bin_path('pycdlib-genisoimage'))
         self.ctxt = nova_context.get_admin_context()
         wait = self.notifier.wait_for_versioned_notifications

@@ -107,6 +107,9 @@ class DriverTestCase(test.TestCase):
     def setUp(self) -> None:
         super().setUp()
         nim_conf.register_opts(CONF)
+        self.flags(state_file=os.path.join(
+            self.useFixture(fixtures.TempDir()).path, 'state.json'),
+            group='ironic_multi')
         self.flags(poll_interval=0.1, deploy_timeout=5,
                    unprovision_timeout=5, power_timeout=5, rescue_timeout=5,
                    group='ironic_multi')

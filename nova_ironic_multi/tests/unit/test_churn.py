@@ -446,6 +446,8 @@ class Churn(stateful.RuleBasedStateMachine):
     def _start(self, name: str) -> None:
         conf = cfg.ConfigOpts()
         nim_conf.register_opts(conf)
+        # No state file: the health probe is not what this machine checks.
+        conf.set_override('state_file', '', group='ironic_multi')
         inv = inventory.Inventory(conf, self.fleet, name)  # type: ignore
         # A new process reads the files as they are now.
         host = Host(name, self._group_of.get(name), conf, inv,

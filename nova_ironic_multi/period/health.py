@@ -1,0 +1,208 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The state file each period writes, for ``nova-ironic-multi health``.
+
+A container's liveness or readiness probe runs beside nova-compute with no
+database or API access; this file is all it reads
+(``[ironic_multi] state_file``). Every refresh rewrites it whole (a new
+file renamed over the old one, so a reader never sees half of one): when
+it ended, whether it computed a division or was NotReady and why, and the
+membership this host saw. Writing it never fails or delays a period: an
+error is logged once, and the next period tries again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+import time
+from typing import Any
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from nova_ironic_multi.division import partition as partition_mod
+
+LOG = logging.getLogger(__name__)
+
+#: The format of the file; a reader refuses others.
+VERSION = 1
+
+#: nova runs the resource tracker's period every ``[DEFAULT]
+#: update_resources_interval`` seconds; 0 is oslo.service's default spacing.
+DEFAULT_SPACING = 60
+
+
+def member_hash(members: frozenset[str]) -> str:
+    """A short digest of a member set: hosts that disagree differ."""
+    text = '\n'.join(sorted(members))
+    return hashlib.sha256(text.encode('utf-8')).hexdigest()[:12]
+
+
+def period_seconds(conf: cfg.ConfigOpts) -> int:
+    """The resource tracker's period, as nova-compute runs it."""
+    interval = getattr(conf, 'update_resources_interval', 0) or 0
+    return int(interval) if interval > 0 else DEFAULT_SPACING
+
+
+@dataclasses.dataclass
+class State:
+    """What the file says, as written or read."""
+
+    host: str
+    pid: int
+    #: Seconds between two periods.
+    period: int
+    #: Wall-clock times (seconds since the epoch) of the last write, the
+    #: last period that computed a division, and the first of the NotReady
+    #: periods since (None: the last period computed a division).
+    written_at: float
+    last_success_at: float | None = None
+    not_ready_since: float | None = None
+    #: Why the last period was NotReady, and how many in a row were.
+    not_ready: str | None = None
+    not_ready_periods: int = 0
+    #: The membership and division of the last successful period.
+    members: list[str] = dataclasses.field(default_factory=list)
+    member_hash: str | None = None
+    member: bool = False
+    managed: int = 0
+    settings: dict[str, Any] = dataclasses.field(default_factory=dict)
+    version: int = VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> State:
+        """:raises ValueError: not a state file of this version."""
+        data = json.loads(text)
+        if not isinstance(data, dict) or data.get('version') != VERSION:
+            raise ValueError('not a version %d state file' % VERSION)
+        names = {f.name for f in dataclasses.fields(cls)}
+        try:
+            return cls(**{k: v for k, v in data.items() if k in names})
+        except TypeError as e:
+            raise ValueError(str(e)) from e
+
+
+def path(conf: cfg.ConfigOpts, host: str) -> str | None:
+    """The state file's path for ``host``; None when it is turned off.
+
+    :raises ValueError: it cannot be had from the options.
+    """
+    try:
+        value = conf.ironic_multi.state_file
+        if value is None:
+            value = os.path.join(conf.state_path, 'ironic_multi',
+                                 '%s.json' % host)
+    except (cfg.TemplateSubstitutionError, cfg.NoSuchOptError) as e:
+        raise ValueError('[ironic_multi] state_file: %s' % e) from e
+    return value or None
+
+
+def write(where: str, state: State) -> None:
+    """Replace the file at ``where`` with ``state``, whole.
+
+    :raises OSError: the file cannot be written.
+    """
+    directory = os.path.dirname(where) or '.'
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.state-')
+    try:
+        with os.fdopen(fd, 'w') as f:
+            f.write(state.to_json())
+        # Readable by a probe that runs as another user.
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, where)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def read(where: str) -> State:
+    """:raises OSError, ValueError: no readable state file there."""
+    with open(where) as f:
+        return State.from_json(f.read())
+
+
+class StateFile:
+    """Writes a service's state file at the end of each refresh."""
+
+    def __init__(self, conf: cfg.ConfigOpts,
+                 clock: Any = time.time) -> None:
+        self._conf = conf
+        self._clock = clock
+        self._last_success: float | None = None
+        self._last: State | None = None
+        self._not_ready_since: float | None = None
+        self._not_ready_periods = 0
+        #: The path a write last failed for (logged once per path).
+        self._failed: str | None = None
+
+    def succeeded(self, host: str, part: partition_mod.Partition,
+                  members: frozenset[str], managed: int) -> None:
+        now = self._clock()
+        self._last_success = now
+        self._not_ready_since, self._not_ready_periods = None, 0
+        state = State(
+            host=host, pid=os.getpid(), period=period_seconds(self._conf),
+            written_at=now, last_success_at=now,
+            members=sorted(members), member_hash=member_hash(members),
+            member=host.lower() in members, managed=managed,
+            settings=part.summary())
+        self._last = state
+        self._write(state)
+
+    def not_ready(self, host: str, reason: str) -> None:
+        now = self._clock()
+        if self._not_ready_since is None:
+            self._not_ready_since = now
+        self._not_ready_periods += 1
+        last = self._last
+        state = State(
+            host=host, pid=os.getpid(), period=period_seconds(self._conf),
+            written_at=now, last_success_at=self._last_success,
+            not_ready_since=self._not_ready_since, not_ready=reason,
+            not_ready_periods=self._not_ready_periods,
+            members=last.members if last else [],
+            member_hash=last.member_hash if last else None,
+            member=last.member if last else False,
+            managed=last.managed if last else 0,
+            settings=last.settings if last else {})
+        self._write(state)
+
+    def _write(self, state: State) -> None:
+        where: str | None = '[ironic_multi] state_file'
+        try:
+            where = path(self._conf, state.host)
+            if where is None:
+                return
+            write(where, state)
+        except (OSError, ValueError) as e:
+            if self._failed != where:
+                LOG.warning('Cannot write the state file %(path)s '
+                            '([ironic_multi] state_file) that '
+                            '"nova-ironic-multi health" reads: %(err)s. '
+                            'Periods go on; the next one tries again.',
+                            {'path': where, 'err': e})
+            self._failed = where
+            return
+        if self._failed == where:
+            LOG.info('Wrote the state file %s again', where)
+        self._failed = None
