@@ -38,6 +38,7 @@ from nova_ironic_multi.division import ownership
 from nova_ironic_multi import ironic
 from nova_ironic_multi.ironic import nodeinfo
 from nova_ironic_multi.ironic import states
+from nova_ironic_multi import metrics
 
 LOG = logging.getLogger(__name__)
 
@@ -167,6 +168,7 @@ class Provisioner(teardown.Teardown):
                   {'node': node_uuid, 'inst': instance.uuid,
                    'state': node.provision_state if node else 'unknown'},
                   instance=instance)
+        metrics.NODES_LEAKED.inc()
         self._later.put(followups.AbandonedDeploy(node_uuid, instance.uuid))
 
     def _deploy(self, context: Any, instance: Any, node: nodeinfo.NodeInfo,

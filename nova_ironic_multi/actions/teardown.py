@@ -34,8 +34,16 @@ from nova_ironic_multi.actions import waits
 from nova_ironic_multi import ironic
 from nova_ironic_multi.ironic import nodeinfo
 from nova_ironic_multi.ironic import states
+from nova_ironic_multi import metrics
 
 LOG = logging.getLogger(__name__)
+
+
+def _deleted(instance: Any) -> bool:
+    """Whether nova had deleted the instance already (without loading)."""
+    is_set = getattr(instance, 'obj_attr_is_set', None)
+    return bool(is_set is not None and is_set('deleted') and
+                instance.deleted)
 
 
 class Teardown(held.Held):
@@ -85,6 +93,9 @@ class Teardown(held.Held):
         else:
             self._unreserve(instance, node, network_info)
         self._remember(node.uuid)
+        if _deleted(instance):
+            # nova's reaper of running deleted instances: an orphan.
+            metrics.ORPHANS_REAPED.inc()
         LOG.info('Ironic node %(node)s no longer holds the instance',
                  {'node': node.uuid}, instance=instance)
 

@@ -9,7 +9,7 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""``[ironic_multi]`` options of what a service tells about its health."""
+"""``[ironic_multi]`` options of what a service tells: health, metrics."""
 
 from oslo_config import cfg
 
@@ -35,5 +35,45 @@ Possible values:
   state_path``, HOST being nova-compute's ``[DEFAULT] host``.
 * A path writable by nova-compute.
 * Empty: no state file (``nova-ironic-multi health`` then reports broken).
+"""),
+    cfg.PortOpt(
+        'metrics_port',
+        help="""
+The TCP port on which nova-compute serves Prometheus metrics
+(``http://ADDRESS:PORT/metrics``, the standard text format): nodes
+managed, free, with instances and orphaned; peers and a digest of the
+member set; period and listing durations; Ironic requests by outcome;
+NotReady periods by reason; takeovers, drains, hand-overs, reaped orphans,
+swept builds and leaked nodes. See the "Monitoring and alerts" page.
+
+Read at start only. A port that cannot be bound is logged at ERROR and
+nova-compute runs on without metrics.
+
+Possible values:
+
+* Unset (default): no metrics are served.
+* A free port; give each nova-compute of a machine its own.
+
+Related options:
+
+* ``metrics_host``
+"""),
+    cfg.HostAddressOpt(
+        'metrics_host',
+        default='127.0.0.1',
+        help="""
+The address the metrics endpoint listens on (``metrics_port``).
+
+Possible values:
+
+* ``127.0.0.1`` (default): this machine only, for a Prometheus agent or
+  proxy beside nova-compute.
+* ``0.0.0.0`` or ``::``: every address, for a Prometheus server elsewhere
+  (the endpoint has no authentication: restrict it by network).
+* One address of this machine.
+
+Related options:
+
+* ``metrics_port``
 """),
 ]

@@ -83,6 +83,7 @@ from nova_ironic_multi.hosts import drained
 from nova_ironic_multi.hosts import recovery
 from nova_ironic_multi.hosts import takeover
 from nova_ironic_multi.hosts import zones
+from nova_ironic_multi import metrics
 
 LOG = logging.getLogger(__name__)
 
@@ -122,6 +123,8 @@ class Result:
     moved: Mapping[str, str] = dataclasses.field(default_factory=dict)
     #: Instance UUIDs left with this host.
     left: frozenset[str] = frozenset()
+    #: No hand-over could be tried (no time, or no plan).
+    refused: bool = False
 
 
 def enabled(conf: cfg.ConfigOpts) -> bool:
@@ -217,6 +220,15 @@ class Drain:
         """
         if not enabled(self._conf):
             return Result()
+        result = self._run(host)
+        if result.refused:
+            metrics.DRAINS.labels('refused').inc()
+        else:
+            metrics.DRAINS.labels('left' if result.left else 'done').inc()
+        metrics.HANDOVERS.inc(len(result.moved))
+        return result
+
+    def _run(self, host: str) -> Result:
         started = time.monotonic()
         seconds, options = budget(self._conf)
         deadline = started + seconds
@@ -228,7 +240,7 @@ class Drain:
                       's (see the operations guide, "Planned scale-in").',
                       {'options': options, 'host': host,
                        'min': int(MARGIN)})
-            return Result()
+            return Result(refused=True)
         try:
             plan = self._handover(lambda m: self.eligible(host, m))
             found = self._instances(host, plan)
@@ -237,7 +249,7 @@ class Drain:
                       '(%(err)s). They stay with %(host)s: start it again '
                       'and stop it with drain_on_stop, or fence it and let '
                       'its peers take them over.', {'host': host, 'err': e})
-            return Result()
+            return Result(refused=True)
         if not plan.instances:
             LOG.info('Draining: %s has no instance to hand over', host)
             return Result()

@@ -147,6 +147,21 @@ def is_node_locked(error: Conflict) -> bool:
     return 'is locked by host' in str(error)
 
 
+def outcome(error: IronicError) -> str:
+    """How a failed request ended, as ``metrics.IRONIC_REQUESTS`` counts it.
+
+    ``transient``: Ironic surely did not take it (503, or it never left
+    this host); ``refused``: Ironic answered, with an error; ``lost``: no
+    answer came after the request may have been taken (a broken
+    connection, a read timeout).
+    """
+    if did_not_act(error):
+        return 'transient'
+    if getattr(error.__cause__, 'http_status', None) is not None:
+        return 'refused'
+    return 'lost'
+
+
 def failure_kind(error: IronicError) -> retries.Kind:
     """Which retry options size the retries of ``error``."""
     if isinstance(error, Conflict):

@@ -79,6 +79,7 @@ from nova_ironic_multi.ironic import connection
 from nova_ironic_multi.ironic import errors
 from nova_ironic_multi.ironic import pages
 from nova_ironic_multi.ironic import retries
+from nova_ironic_multi import metrics
 
 LOG = logging.getLogger(__name__)
 
@@ -256,8 +257,11 @@ class Session:
                 call = getattr(getattr(self._connect(), manager), method)
                 self.requests[what] += 1
                 with errors.translated(what):
-                    return call(*args, **kwargs)
+                    result = call(*args, **kwargs)
+                metrics.IRONIC_REQUESTS.labels('ok').inc()
+                return result
             except errors.IronicError as e:
+                metrics.IRONIC_REQUESTS.labels(errors.outcome(e)).inc()
                 request = '%s.%s %s' % (manager, method,
                                         args[0] if args else '')
                 retriable = self._retriable(e, retry)

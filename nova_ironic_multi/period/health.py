@@ -9,7 +9,9 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""The state file each period writes, for ``nova-ironic-multi health``.
+"""What each period tells: its state file, and its metrics.
+
+The state file is for ``nova-ironic-multi health``.
 
 A container's liveness or readiness probe runs beside nova-compute with no
 database or API access; this file is all it reads
@@ -34,6 +36,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_ironic_multi.division import partition as partition_mod
+from nova_ironic_multi import metrics
 
 LOG = logging.getLogger(__name__)
 
@@ -141,8 +144,27 @@ def read(where: str) -> State:
         return State.from_json(f.read())
 
 
-class StateFile:
-    """Writes a service's state file at the end of each refresh."""
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """A period that computed the division: what it found."""
+
+    host: str
+    partition: partition_mod.Partition
+    members: frozenset[str]
+    #: Nodes managed; of them, free, with this host's live instances, and
+    #: with its orphans; nodes of its share with an unknown instance.
+    managed: int
+    free: int
+    with_instance: int
+    orphaned: int
+    unknown: int
+    #: Seconds the period took, and its listing.
+    seconds: float
+    listing_seconds: float
+
+
+class Report:
+    """Writes a service's state file and sets its metrics, each refresh."""
 
     def __init__(self, conf: cfg.ConfigOpts,
                  clock: Any = time.time) -> None:
@@ -155,21 +177,37 @@ class StateFile:
         #: The path a write last failed for (logged once per path).
         self._failed: str | None = None
 
-    def succeeded(self, host: str, part: partition_mod.Partition,
-                  members: frozenset[str], managed: int) -> None:
+    def succeeded(self, outcome: Outcome) -> None:
         now = self._clock()
         self._last_success = now
         self._not_ready_since, self._not_ready_periods = None, 0
+        members = outcome.members
         state = State(
-            host=host, pid=os.getpid(), period=period_seconds(self._conf),
-            written_at=now, last_success_at=now,
-            members=sorted(members), member_hash=member_hash(members),
-            member=host.lower() in members, managed=managed,
-            settings=part.summary())
+            host=outcome.host, pid=os.getpid(),
+            period=period_seconds(self._conf), written_at=now,
+            last_success_at=now, members=sorted(members),
+            member_hash=member_hash(members),
+            member=outcome.host.lower() in members, managed=outcome.managed,
+            settings=outcome.partition.summary())
         self._last = state
         self._write(state)
+        for kind, count in (('managed', outcome.managed),
+                            ('free', outcome.free),
+                            ('with_instance', outcome.with_instance),
+                            ('orphaned', outcome.orphaned)):
+            metrics.NODES.labels(kind).set(count)
+        metrics.UNKNOWN_INSTANCE_NODES.set(outcome.unknown)
+        metrics.PEERS.set(len(members))
+        metrics.MEMBER.set(1 if state.member else 0)
+        metrics.member_view(state.member_hash or '')
+        metrics.NOT_READY.set(0)
+        metrics.LAST_SUCCESS.set(now)
+        metrics.PERIOD_INTERVAL.set(state.period)
+        metrics.PERIOD_SECONDS.observe(outcome.seconds)
+        metrics.LISTING_SECONDS.observe(outcome.listing_seconds)
 
-    def not_ready(self, host: str, reason: str) -> None:
+    def not_ready(self, host: str, reason: str, kind: str,
+                  seconds: float) -> None:
         now = self._clock()
         if self._not_ready_since is None:
             self._not_ready_since = now
@@ -186,6 +224,10 @@ class StateFile:
             managed=last.managed if last else 0,
             settings=last.settings if last else {})
         self._write(state)
+        metrics.NOT_READY.set(1)
+        metrics.NOT_READY_PERIODS.labels(kind).inc()
+        metrics.PERIOD_INTERVAL.set(state.period)
+        metrics.PERIOD_SECONDS.observe(seconds)
 
     def _write(self, state: State) -> None:
         where: str | None = '[ironic_multi] state_file'

@@ -80,8 +80,8 @@ class Inventory:
         self._abandoned = abandoned.AbandonedDeploys(client)
         self._recovery = recovery.Recovery(client)
         self._unclaimed = unclaimed.UnclaimedBuilds(conf)
-        #: What ``nova-ironic-multi health`` reads.
-        self._state = health.StateFile(conf)
+        #: The state file ``nova-ironic-multi health`` reads, and metrics.
+        self._report = health.Report(conf)
         self._pipeline = pipeline.Pipeline(conf, client, self.in_force,
                                            self._recovery)
         #: The side jobs, in the order a period runs them.
@@ -167,7 +167,8 @@ class Inventory:
             try:
                 computed = self._pipeline.compute(self._snapshot)
             except pipeline.NotReady as e:
-                self._state.not_ready(self.host, str(e))
+                self._report.not_ready(self.host, str(e), e.kind,
+                                       time.monotonic() - begun)
                 raise
             self._log_change(computed)
             snapshot = computed.snapshot
@@ -184,10 +185,25 @@ class Inventory:
             jobs.run(self.jobs, jobs.Period(
                 self.host, self._refreshes,
                 old.nodes if old is not None else None, snapshot.nodes))
-            assert snapshot.partition is not None
-            self._state.succeeded(self.host, snapshot.partition,
-                                  snapshot.members, len(snapshot.nodes))
+            self._report.succeeded(self._outcome(computed, snapshot, begun))
             return snapshot
+
+    def _outcome(self, computed: pipeline.Computed,
+                 snapshot: snapshot_mod.Snapshot,
+                 begun: float) -> health.Outcome:
+        assert snapshot.partition is not None
+        assert snapshot.division is not None
+        orphaned, unknown = self._pipeline.reported
+        free = sum(1 for n in snapshot.nodes.values()
+                   if n.instance_uuid is None)
+        return health.Outcome(
+            host=self.host, partition=snapshot.partition,
+            members=snapshot.members, managed=len(snapshot.nodes),
+            free=free,
+            with_instance=snapshot.division.with_instance - orphaned,
+            orphaned=orphaned, unknown=unknown,
+            seconds=time.monotonic() - begun,
+            listing_seconds=computed.list_seconds)
 
     def watch_builds(self, manager: Any) -> None:
         """Let the unclaimed-build sweep see what ``manager`` holds.

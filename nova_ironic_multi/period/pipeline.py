@@ -54,6 +54,7 @@ from nova_ironic_multi import ironic
 from nova_ironic_multi.ironic import nodeinfo
 from nova_ironic_multi import loader
 from nova_ironic_multi import membership
+from nova_ironic_multi import metrics
 from nova_ironic_multi.period import in_force
 from nova_ironic_multi.period import listing
 from nova_ironic_multi.period import orphans
@@ -66,19 +67,28 @@ LOG = logging.getLogger(__name__)
 class NotReady(Exception):
     """The division cannot be computed now; keep what nova has."""
 
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        #: What did not answer or cannot work (``metrics.REASONS``):
+        #: ironic, nova, membership or configuration.
+        self.kind = kind
+
 
 @contextlib.contextmanager
 def _peers_or_not_ready() -> Iterator[None]:
     """Turn a failure to learn the peers (or the ring) into NotReady."""
     try:
         yield
-    except (membership.MembershipUnavailable, nova_exc.NovaException,
+    except membership.MembershipUnavailable as e:
+        raise NotReady('cannot determine the peers: %s' % e,
+                       'membership') from e
+    except (nova_exc.NovaException,
             oslo_messaging.MessagingException) as e:
         # (On a compute host nova's objects go through the conductor.)
-        raise NotReady('cannot determine the peers: %s' % e) from e
+        raise NotReady('cannot determine the peers: %s' % e, 'nova') from e
     except loader.PluginError as e:
         LOG.error('%s', e)
-        raise NotReady(str(e)) from e
+        raise NotReady(str(e), 'configuration') from e
 
 
 class Computed(NamedTuple):
@@ -114,6 +124,13 @@ class Pipeline:
     def host(self) -> str:
         return self._in_force.host
 
+    @property
+    def reported(self) -> tuple[int, int]:
+        """The last period's managed orphan nodes, and nodes of this host's
+        share with an instance nova has never heard of.
+        """
+        return len(self._orphaned), len(self._unknown)
+
     def _partition(self) -> partition.Partition:
         """The first step of both: the partition in force.
 
@@ -122,7 +139,7 @@ class Pipeline:
         try:
             return self._in_force.partition()
         except partition.InvalidPartition as e:
-            raise NotReady(str(e)) from e
+            raise NotReady(str(e), 'configuration') from e
 
     def _instances(self, ctxt: nova_context.RequestContext) -> set[str]:
         """This host's instances: read after the listing, never before.
@@ -160,10 +177,11 @@ class Pipeline:
             LOG.error('Cannot enforce the partition (%(scope)s): %(error)s',
                       {'scope': part.scope.describe(), 'error': e})
             self._in_force.listed(part, False)
-            raise NotReady(str(e)) from e
+            raise NotReady(str(e), 'ironic') from e
         except ironic.IronicError as e:
             self._in_force.listed(part, False)
-            raise NotReady('cannot list Ironic nodes: %s' % e) from e
+            raise NotReady('cannot list Ironic nodes: %s' % e,
+                               'ironic') from e
         self._in_force.listed(part, True)
         listed_at = time.monotonic()
         ctxt = nova_context.get_admin_context()
@@ -174,7 +192,7 @@ class Pipeline:
                     self.lister.complete(part.scope, listed, mine)
                 except ironic.IronicError as e:
                     raise NotReady('cannot read the nodes of this host\'s '
-                                   'instances: %s' % e) from e
+                                   'instances: %s' % e, 'ironic') from e
                 nodes = list(listed.nodes.values())
             on_nodes = {n.instance_uuid for n in nodes
                         if n.instance_uuid is not None and
@@ -210,6 +228,7 @@ class Pipeline:
                               'failed; the next period tries again')
                 moved = takeover.NOTHING
             if moved:
+                metrics.TAKEOVERS.inc(len(moved.live | moved.orphans))
                 mine |= moved.live
                 # Nodes listed for the takeover alone (divide = shards)
                 # whose instances are this host's now.
@@ -223,7 +242,7 @@ class Pipeline:
                                         shards)
         except loader.PluginError as e:
             LOG.error('%s', e)
-            raise NotReady(str(e)) from e
+            raise NotReady(str(e), 'configuration') from e
         self._handed_over(ctxt, mine)
         owned = {n.uuid: n for n in nodes if n.uuid in division.owned}
         self._report(nodes, found, division)
@@ -314,7 +333,8 @@ class Pipeline:
                 nodes = self._ironic.list_nodes(part.scope,
                                                 with_shard=part.by_shard)
             except ironic.IronicError as e:
-                raise NotReady('cannot list Ironic nodes: %s' % e) from e
+                raise NotReady('cannot list Ironic nodes: %s' % e,
+                               'ironic') from e
         in_scope = [n for n in nodes if ownership.in_scope(n, part.scope)]
         ctxt = nova_context.get_admin_context()
         with _peers_or_not_ready():
@@ -330,7 +350,7 @@ class Pipeline:
                 in_scope, members, part, counts, self._rings)
                 if members else {})
         except loader.PluginError as e:
-            raise NotReady(str(e)) from e
+            raise NotReady(str(e), 'configuration') from e
         return drain.Plan(
             members=members,
             instances=types.MappingProxyType(

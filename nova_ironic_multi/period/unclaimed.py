@@ -81,6 +81,7 @@ from oslo_utils import timeutils
 
 from nova_ironic_multi.hosts import restart
 from nova_ironic_multi.hosts import stale_requests
+from nova_ironic_multi import metrics
 
 LOG = logging.getLogger(__name__)
 
@@ -287,4 +288,5 @@ class UnclaimedBuilds:
                      'age': (timeutils.utcnow() - timeutils.normalize_time(
                          instance.created_at)).total_seconds(),
                      'why': message})
+        metrics.BUILDS_SWEPT.inc()
         return True

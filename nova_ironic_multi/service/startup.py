@@ -14,7 +14,8 @@
 In order: guard nova's RPC against requests queued for instances that
 moved while the host was down (:mod:`hosts.stale_requests`), enable the
 service again after a drain, check the partition and start the
-membership plugin (a wrong option stops the service), connect to Ironic
+membership plugin (a wrong option stops the service), serve the metrics
+(``[ironic_multi] metrics_port``), connect to Ironic
 (wrong credentials stop it; an outage does not), then SIGHUP's reload and
 SIGTERM's drain (:mod:`.signals`).
 """
@@ -39,6 +40,7 @@ from nova_ironic_multi import ironic
 from nova_ironic_multi import loader
 from nova_ironic_multi import membership
 from nova_ironic_multi.period import inventory
+from nova_ironic_multi.service import exporter
 from nova_ironic_multi.service import reload
 from nova_ironic_multi.service import signals
 
@@ -72,6 +74,7 @@ def start(host: str, periods: inventory.Inventory, client: ironic.Ironic,
              {'host': host, 'part': part.summary()})
     nova_options.warn_differences(CONF, host)
     compat.warn_if_untested_nova()
+    exporter.start(CONF)
     _connect(client)
     if compat.lists_nodes_before_instances():
         # A nova without process_instances_at_startup.

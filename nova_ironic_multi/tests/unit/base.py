@@ -33,6 +33,7 @@ from nova_ironic_multi import compat
 from nova_ironic_multi import conf as nim_conf
 from nova_ironic_multi import driver
 from nova_ironic_multi.membership import marker
+from nova_ironic_multi import metrics
 from nova_ironic_multi.tests.unit import fake_ironic
 
 
@@ -46,6 +47,14 @@ def seed_compute_nodes(ctxt: Any, hosts: Any) -> None:
             vcpus_used=0, memory_mb_used=0, local_gb_used=0,
             cpu_info='', disk_available_least=0, free_ram_mb=0,
             free_disk_gb=0, current_workload=0, running_vms=0).create()
+
+
+
+def metric(name: str, **labels: str) -> float:
+    """A sample of this process's metrics now (0 if never set)."""
+    found = metrics.REGISTRY.get_sample_value(
+        'nova_ironic_multi_' + name, labels or None)
+    return 0.0 if found is None else found
 
 
 class FakeMarkers(fixtures.Fixture):

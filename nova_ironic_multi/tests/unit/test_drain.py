@@ -101,8 +101,13 @@ class DrainTest(base.DriverTestCase):
     def test_stop_hands_each_instance_to_the_ring_host(self) -> None:
         placed = self.placed_over_both_peers(6)
         before = self.period()
+        handed = base.metric('handovers_total')
+        done = base.metric('drains_total', result='done')
         with self.assertLogs('nova_ironic_multi.hosts.drain', 'INFO') as logs:
             self.drivers['host3'].cleanup_host('host3')
+        self.assertEqual((handed + len(placed), done + 1),
+                         (base.metric('handovers_total'),
+                          base.metric('drains_total', result='done')))
         svc = self.service('host3')
         self.assertTrue(svc.disabled)
         self.assertTrue(svc.disabled_reason.startswith(drain.REASON))

@@ -340,8 +340,10 @@ class SpawnTest(base.DriverTestCase):
         self.flags(deploy_timeout=1, unprovision_timeout=1,
                    group='ironic_multi')
         self.ironic.steps = 10 ** 6
+        leaked = base.metric('nodes_leaked_total')
         exc = self.assertRaises(exception.InstanceDeployFailure, self.spawn)
         self.assertIn('did not finish within 1 seconds', str(exc))
+        self.assertEqual(leaked + 1, base.metric('nodes_leaked_total'))
         node = self.ironic.nodes[self.node]
         self.assertEqual((states.DEPLOYING, self.instance.uuid),
                          (node['provision_state'], node['instance_uuid']))

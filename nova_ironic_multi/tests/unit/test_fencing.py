@@ -98,9 +98,11 @@ class FencedTakeoverTest(FencedCase):
         placed = [self.deployed('host2') for _ in range(6)]
         self.assertTrue(all(n in self.period()['host2'] for _, n in placed))
         self.fence('host2')
+        taken = base.metric('takeovers_total')
         with self.assertLogs(
                 'nova_ironic_multi.hosts', 'WARNING') as logs:
             reported = self.period(LIVE)
+        self.assertEqual(taken + len(placed), base.metric('takeovers_total'))
         # Both survivors act: the ring spreads the nodes over them.
         self.assertEqual(set(LIVE), {self.ring_host(n) for _, n in placed})
         for uuid, node in placed:

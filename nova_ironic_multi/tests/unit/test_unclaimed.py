@@ -88,10 +88,12 @@ class UnclaimedBuildsTest(base.DriverTestCase):
         self.assertEqual((vm_states.BUILDING, task_states.SCHEDULING),
                          self.state(lost))
 
+        swept = base.metric('builds_swept_total')
         with self.later(TIMEOUT + 5), self.assertLogs(
                 'nova_ironic_multi.period.unclaimed', 'WARNING') as logs:
             ended = self.sweeper.sweep(self.HOST, {NODE})
         self.assertEqual([lost.uuid], ended)
+        self.assertEqual(swept + 1, base.metric('builds_swept_total'))
         self.assertEqual((vm_states.ERROR, None), self.state(lost))
         (fault,) = self.faults(lost)
         self.assertIn('Its build never started', fault)
