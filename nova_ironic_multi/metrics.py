@@ -38,7 +38,9 @@ NODES = Gauge(
     _PREFIX + 'nodes',
     'Ironic nodes this host manages, by kind: managed (all), free, '
     'with_instance (this host\'s instances), orphaned (deleted instances '
-    'kept for nova\'s reaper).', ['kind'], registry=REGISTRY)
+    'kept for nova\'s reaper); and share: the nodes the ring gives this '
+    'host, free or not (summed over the hosts: every node in scope once).',
+    ['kind'], registry=REGISTRY)
 UNKNOWN_INSTANCE_NODES = Gauge(
     _PREFIX + 'nodes_with_unknown_instance',
     'Nodes in this host\'s ring share carrying an instance nova has never '

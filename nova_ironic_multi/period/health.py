@@ -152,11 +152,13 @@ class Outcome:
     partition: partition_mod.Partition
     members: frozenset[str]
     #: Nodes managed; of them, free, with this host's live instances, and
-    #: with its orphans; nodes of its share with an unknown instance.
+    #: with its orphans; nodes the ring gives this host (its share, free
+    #: or not); nodes of its share with an unknown instance.
     managed: int
     free: int
     with_instance: int
     orphaned: int
+    share: int
     unknown: int
     #: Seconds the period took, and its listing.
     seconds: float
@@ -194,7 +196,8 @@ class Report:
         for kind, count in (('managed', outcome.managed),
                             ('free', outcome.free),
                             ('with_instance', outcome.with_instance),
-                            ('orphaned', outcome.orphaned)):
+                            ('orphaned', outcome.orphaned),
+                            ('share', outcome.share)):
             metrics.NODES.labels(kind).set(count)
         metrics.UNKNOWN_INSTANCE_NODES.set(outcome.unknown)
         metrics.PEERS.set(len(members))

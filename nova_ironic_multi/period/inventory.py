@@ -201,7 +201,8 @@ class Inventory:
             members=snapshot.members, managed=len(snapshot.nodes),
             free=free,
             with_instance=snapshot.division.with_instance - orphaned,
-            orphaned=orphaned, unknown=unknown,
+            orphaned=orphaned, share=len(snapshot.division.share),
+            unknown=unknown,
             seconds=time.monotonic() - begun,
             listing_seconds=computed.list_seconds)
 

@@ -90,6 +90,8 @@ class PeriodMetricsTest(base.DriverTestCase):
         self.assertEqual(1, sample('nodes', kind='with_instance'))
         self.assertEqual(len(managed) - 1, sample('nodes', kind='free'))
         self.assertEqual(0, sample('nodes', kind='orphaned'))
+        # Its share: the ring's nodes for host1 (all free or its own here).
+        self.assertEqual(len(managed), sample('nodes', kind='share'))
         self.assertEqual(2, sample('peers'))
         self.assertEqual(1, sample('member'))
         self.assertEqual(0, sample('not_ready'))
