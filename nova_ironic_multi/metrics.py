@@ -55,8 +55,9 @@ MEMBER = Gauge(
 MEMBER_VIEW = Gauge(
     _PREFIX + 'member_view_info',
     'Always 1; its digest label is a hash of the member set this host '
-    'sees: hosts that agree show the same digest.', ['digest'],
-    registry=REGISTRY)
+    'sees (hosts of one scope that agree show the same digest), its scope '
+    'label the nodes it divides (all nodes, a conductor group, a shard).',
+    ['scope', 'digest'], registry=REGISTRY)
 NOT_READY = Gauge(
     _PREFIX + 'not_ready',
     '1 while the last period was NotReady (no division computed).',
@@ -126,7 +127,7 @@ for _result in ('done', 'left', 'refused'):
     DRAINS.labels(_result)
 
 
-def member_view(digest: str) -> None:
+def member_view(scope: str, digest: str) -> None:
     """Show ``digest`` as this host's member view, and no other."""
     MEMBER_VIEW.clear()
-    MEMBER_VIEW.labels(digest).set(1)
+    MEMBER_VIEW.labels(scope, digest).set(1)

@@ -202,7 +202,8 @@ class Report:
         metrics.UNKNOWN_INSTANCE_NODES.set(outcome.unknown)
         metrics.PEERS.set(len(members))
         metrics.MEMBER.set(1 if state.member else 0)
-        metrics.member_view(state.member_hash or '')
+        metrics.member_view(outcome.partition.scope.describe(),
+                            state.member_hash or '')
         metrics.NOT_READY.set(0)
         metrics.LAST_SUCCESS.set(now)
         metrics.PERIOD_INTERVAL.set(state.period)

@@ -97,6 +97,7 @@ from nova_ironic_multi.tests.e2e import reports
 from nova_ironic_multi.tests.fixtures import deployment
 from nova_ironic_multi.tests.fixtures import keystone
 from nova_ironic_multi.tests.fixtures import processes
+from nova_ironic_multi.tests.fixtures import prometheus
 from nova_ironic_multi.tests.fixtures import redis_server
 
 HOSTS = ('host1', 'host2', 'host3')
@@ -551,10 +552,59 @@ def test_a_servers_boot_active_on_distinct_nodes(env: Env) -> None:
         assert env.db_division()[nodes[name]] == host
 
 
+# a2. A real Prometheus scrapes the computes -------------------------------
+
+@pytest.fixture(scope='module')
+def prom(env: Env) -> Iterator[prometheus.Server]:
+    """A Prometheus server scraping the three computes every second."""
+    server = prometheus.Server(
+        os.path.join(env.dep.run_dir, 'prometheus'),
+        {host: env.compute(host).metrics_port for host in HOSTS},
+        env.dep.log_dir)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+MANAGED = 'sum(nova_ironic_multi_nodes{kind="managed"})'
+
+
+def test_a2_prometheus_sees_every_node_managed_once(
+        env: Env, prom: prometheus.Server, figures: list[str]) -> None:
+    # Settled (test a): g1 divided by host1 and host2, g2 by host3.
+    fleet = len(env.all_nodes)
+    started = time.monotonic()
+    processes.wait_for(
+        'Prometheus to scrape the three computes, each managed node once',
+        lambda: (prom.scalar('count(up{job="nova-compute"} == 1)') == 3 and
+                 prom.scalar(MANAGED) == fleet and
+                 prom.scalar('sum(nova_ironic_multi_nodes{kind="share"})')
+                 == fleet), SETTLE_TIMEOUT)
+    figures.append('Prometheus: 3 computes scraped, %d nodes managed once, '
+                   'after %.1fs' % (fleet, time.monotonic() - started))
+    # The hosts of each scope agree on their members: one digest a scope.
+    views = prom.query('count by (scope) (count by (scope, digest) '
+                       '(nova_ironic_multi_member_view_info))')
+    assert sorted((v['scope'], n) for v, n in views) == [
+        ("conductor group 'g1'", 1), ("conductor group 'g2'", 1)], views
+    # Every host's periods are timed, and none is NotReady.
+    for host in HOSTS:
+        count = prom.scalar('nova_ironic_multi_period_duration_seconds_count'
+                            '{host="%s"}' % host)
+        assert count is not None and count > 0, (host, count)
+    assert prom.scalar('sum(nova_ironic_multi_not_ready)') == 0
+    ok = prom.scalar(
+        'sum(nova_ironic_multi_ironic_requests_total{outcome="ok"})')
+    assert ok is not None and ok > 0, ok
+
+
 # b. A compute dies -------------------------------------------------------
 
 def test_b_killed_compute_free_nodes_move_to_its_peer(
-        env: Env, figures: list[str]) -> None:
+        env: Env, figures: list[str], request: pytest.FixtureRequest
+) -> None:
     before = env.db_division()
     busy = env.busy()
     hosts = {sid: env.nova.server(sid)['OS-EXT-SRV-ATTR:host']
@@ -566,6 +616,17 @@ def test_b_killed_compute_free_nodes_move_to_its_peer(
     marks = kill_and_wait_takeover(env, 'host2',
                                    dict.fromkeys(host2_free, 'host1'))
     assert host2.wait(10) == -signal.SIGKILL
+    # Prometheus: once host2's target is down (a failed scrape marks its
+    # series stale), host2's instance nodes are the only ones nobody
+    # manages, and no node was ever counted twice meanwhile.
+    prom = request.getfixturevalue('prom')
+    host2_busy = sum(1 for h in busy.values() if h == 'host2')
+    processes.wait_for(
+        'Prometheus to count host2\'s free nodes under host1',
+        lambda: prom.scalar(MANAGED) == len(env.all_nodes) - host2_busy,
+        PERIOD + 3 * prometheus.SCRAPE_INTERVAL + 10)
+    most = prom.scalar('max_over_time(%s[5m:1s])' % MANAGED)
+    assert most is not None and most <= len(env.all_nodes), most
     line = ('kill -9 host2 (%d free nodes): nova marked it down after '
             '%.1fs, host1 reported all of them after %.1fs '
             '(service_down_time %ds, resource period %ds)'

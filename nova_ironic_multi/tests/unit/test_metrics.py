@@ -96,7 +96,8 @@ class PeriodMetricsTest(base.DriverTestCase):
         self.assertEqual(1, sample('member'))
         self.assertEqual(0, sample('not_ready'))
         digest = health.member_hash(frozenset({'host1', 'host2'}))
-        self.assertEqual(1, sample('member_view_info', digest=digest))
+        self.assertEqual(1, sample('member_view_info', digest=digest,
+                                   scope='all nodes'))
         self.assertEqual(
             [digest], [dict(labels)['digest'] for name, labels in got
                        if name == 'nova_ironic_multi_member_view_info'])
