@@ -405,24 +405,18 @@ class Pipeline:
                             if n.instance_uuid in found.unknown and
                             n.uuid in division.share)
         for node in nodes:
-            if (node.uuid in orphaned - self._orphaned and
-                    node.instance_uuid in found.homeless):
+            if node.uuid in orphaned - self._orphaned:
                 LOG.warning('Ironic node %(node)s still carries instance '
-                            '%(inst)s, which nova deleted with no host: '
-                            'the ring gives the node to this host, which '
-                            'keeps it and lists the instance, so that '
-                            'nova\'s periodic task for running deleted '
-                            'instances ([DEFAULT] '
+                            '%(inst)s, which nova deleted %(how)s: this '
+                            'host keeps the node and lists the instance, '
+                            'so that nova\'s periodic task for running '
+                            'deleted instances ([DEFAULT] '
                             'running_deleted_instance_action) acts on it.',
-                            {'node': node.uuid, 'inst': node.instance_uuid})
-            elif node.uuid in orphaned - self._orphaned:
-                LOG.warning('Ironic node %(node)s still carries instance '
-                            '%(inst)s, which nova deleted while this host '
-                            'was down: this host keeps the node and lists '
-                            'the instance, so that nova\'s periodic task '
-                            'for running deleted instances ([DEFAULT] '
-                            'running_deleted_instance_action) acts on it.',
-                            {'node': node.uuid, 'inst': node.instance_uuid})
+                            {'node': node.uuid, 'inst': node.instance_uuid,
+                             'how': ('with no host (the ring gives the '
+                                     'node to this host)'
+                                     if node.instance_uuid in found.homeless
+                                     else 'while this host was down')})
             elif node.uuid in unknown - self._unknown:
                 LOG.warning('Ironic node %(node)s carries instance '
                             '%(inst)s, which nova has never heard of: no '

@@ -144,6 +144,28 @@ class DivisionTest(base.DriverTestCase):
         self.assertEqual([theirs.uuid],
                          self.drivers['host2'].list_instance_uuids())
 
+    def deployed_then_deleted(self, host: str | None) -> tuple[str, Any]:
+        """A node the ring gives host3, deployed for an instance of
+        ``host`` (None: nova cleared its host) that nova then deleted.
+        """
+        node = next(n for n in self.node_ids
+                    if self.owner_by_ring(n) == 'host3')
+        inst = self.make_instance(host='host2')
+        self.ironic.nodes[node].update(instance_uuid=inst.uuid,
+                                       provision_state=states.ACTIVE)
+        if host is None:
+            inst.host = None
+            inst.save()
+        inst.destroy()
+        return node, inst
+
+    def reaper_finds(self, host: str) -> list[str]:
+        """What nova's reaper asks: deleted instances among the driver's."""
+        deleted = objects.InstanceList.get_by_filters(
+            self.ctxt, {'deleted': True, 'soft_deleted': False,
+                        'uuid': self.drivers[host].list_instance_uuids()})
+        return [i.uuid for i in deleted]
+
     def test_orphan_stays_with_the_host_of_its_deleted_instance(
             self) -> None:
         # nova-api deleted host2's instance while host2 was down (a local
@@ -151,12 +173,7 @@ class DivisionTest(base.DriverTestCase):
         # host2 keeps it and lists the instance, so nova's reaper there
         # (which filters list_instance_uuids to deleted instances) finds it;
         # no other host reports it.
-        node = next(n for n in self.node_ids
-                    if self.owner_by_ring(n) == 'host3')
-        inst = self.make_instance(host='host2')
-        self.ironic.nodes[node].update(instance_uuid=inst.uuid,
-                                       provision_state=states.ACTIVE)
-        inst.destroy()
+        node, inst = self.deployed_then_deleted('host2')
         with self.assertLogs('nova_ironic_multi.period',
                              'WARNING') as logs:
             reported = {h: set(d.get_available_nodes())
@@ -166,11 +183,7 @@ class DivisionTest(base.DriverTestCase):
         self.assertIn(inst.uuid, self.drivers['host2'].list_instance_uuids())
         self.assertIn('which nova deleted while this host was down',
                       '\n'.join(logs.output))
-        # What nova's reaper asks: deleted instances among the driver's.
-        deleted = objects.InstanceList.get_by_filters(
-            self.ctxt, {'deleted': True, 'soft_deleted': False,
-                        'uuid': self.drivers['host2'].list_instance_uuids()})
-        self.assertEqual([inst.uuid], [i.uuid for i in deleted])
+        self.assertEqual([inst.uuid], self.reaper_finds('host2'))
         # Torn down by the reaper: free again, and the ring's as before.
         self.ironic.nodes[node].update(instance_uuid=None,
                                        provision_state=states.AVAILABLE)
@@ -186,14 +199,7 @@ class DivisionTest(base.DriverTestCase):
         # Its node is still deployed. The host whose ring share holds the
         # node keeps it and lists the instance for nova's reaper; the
         # other hosts leave it alone.
-        node = next(n for n in self.node_ids
-                    if self.owner_by_ring(n) == 'host3')
-        inst = self.make_instance(host='host2')
-        self.ironic.nodes[node].update(instance_uuid=inst.uuid,
-                                       provision_state=states.ACTIVE)
-        inst.host = None
-        inst.save()
-        inst.destroy()
+        node, inst = self.deployed_then_deleted(None)
         with self.assertLogs('nova_ironic_multi.period',
                              'WARNING') as logs:
             reported = {h: set(d.get_available_nodes())
@@ -205,11 +211,7 @@ class DivisionTest(base.DriverTestCase):
                         if inst.uuid in d.list_instance_uuids()})
         said = [line for line in logs.output if 'deleted with no host' in line]
         self.assertEqual(1, len(said), logs.output)
-        # What nova's reaper on host3 asks: deleted instances among its own.
-        deleted = objects.InstanceList.get_by_filters(
-            self.ctxt, {'deleted': True, 'soft_deleted': False,
-                        'uuid': self.drivers['host3'].list_instance_uuids()})
-        self.assertEqual([inst.uuid], [i.uuid for i in deleted])
+        self.assertEqual([inst.uuid], self.reaper_finds('host3'))
         # The node stays host3's, said once, while the reaper has not run.
         with self.assertLogs('nova_ironic_multi.period', 'DEBUG') as logs:
             self.assertIn(node, self.drivers['host3'].get_available_nodes())
