@@ -172,17 +172,14 @@ class Report:
                  clock: Any = time.time) -> None:
         self._conf = conf
         self._clock = clock
-        self._last_success: float | None = None
+        #: The last state written: a NotReady period keeps its membership
+        #: and counts on from it.
         self._last: State | None = None
-        self._not_ready_since: float | None = None
-        self._not_ready_periods = 0
         #: The path a write last failed for (logged once per path).
         self._failed: str | None = None
 
     def succeeded(self, outcome: Outcome) -> None:
         now = self._clock()
-        self._last_success = now
-        self._not_ready_since, self._not_ready_periods = None, 0
         members = outcome.members
         state = State(
             host=outcome.host, pid=os.getpid(),
@@ -213,20 +210,15 @@ class Report:
     def not_ready(self, host: str, reason: str, kind: str,
                   seconds: float) -> None:
         now = self._clock()
-        if self._not_ready_since is None:
-            self._not_ready_since = now
-        self._not_ready_periods += 1
-        last = self._last
-        state = State(
-            host=host, pid=os.getpid(), period=period_seconds(self._conf),
-            written_at=now, last_success_at=self._last_success,
-            not_ready_since=self._not_ready_since, not_ready=reason,
-            not_ready_periods=self._not_ready_periods,
-            members=last.members if last else [],
-            member_hash=last.member_hash if last else None,
-            member=last.member if last else False,
-            managed=last.managed if last else 0,
-            settings=last.settings if last else {})
+        last = self._last or State(host=host, pid=os.getpid(), period=0,
+                                   written_at=now)
+        state = dataclasses.replace(
+            last, host=host, pid=os.getpid(),
+            period=period_seconds(self._conf), written_at=now,
+            not_ready=reason, not_ready_periods=last.not_ready_periods + 1,
+            not_ready_since=(last.not_ready_since
+                             if last.not_ready is not None else now))
+        self._last = state
         self._write(state)
         metrics.NOT_READY.set(1)
         metrics.NOT_READY_PERIODS.labels(kind).inc()

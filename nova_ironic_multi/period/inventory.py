@@ -194,12 +194,13 @@ class Inventory:
         assert snapshot.partition is not None
         assert snapshot.division is not None
         orphaned, unknown = self._pipeline.reported
-        free = sum(1 for n in snapshot.nodes.values()
-                   if n.instance_uuid is None)
+        # A managed node is free or carries one of this host's instances
+        # or orphans (rule 3 keeps no other).
+        managed = len(snapshot.nodes)
         return health.Outcome(
             host=self.host, partition=snapshot.partition,
-            members=snapshot.members, managed=len(snapshot.nodes),
-            free=free,
+            members=snapshot.members, managed=managed,
+            free=managed - snapshot.division.with_instance,
             with_instance=snapshot.division.with_instance - orphaned,
             orphaned=orphaned, share=len(snapshot.division.share),
             unknown=unknown,
