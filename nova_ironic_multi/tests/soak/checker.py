@@ -59,11 +59,14 @@ class Violation:
     invariant: str
     subject: str
     evidence: str
+    #: Not the driver's: the service at fault (see ``Problem.outside``).
+    outside: str = ''
 
     def describe(self) -> str:
-        return ('VIOLATION seed=%d step=%s t=%.0fs [%s] %s: %s'
-                % (self.seed, self.step, self.at, self.invariant,
-                   self.subject, self.evidence))
+        return ('%s seed=%d step=%s t=%.0fs [%s] %s: %s'
+                % ('OUTSIDE THE DRIVER (%s)' % self.outside if self.outside
+                   else 'VIOLATION', self.seed, self.step, self.at,
+                   self.invariant, self.subject, self.evidence))
 
 
 @dataclasses.dataclass
@@ -212,7 +215,7 @@ class Checker:
             for p in self.tracker.update(problems, now, quiet):
                 self.report(Violation(self.seed, self.step,
                                       now - self.started, p.invariant,
-                                      p.subject, p.evidence))
+                                      p.subject, p.evidence, p.outside))
             self.last_problems = problems
             if (self.pending is not None and self.pending.finished is None
                     and not self.disrupted and self._settled(

@@ -113,6 +113,10 @@ class Problem:
     grace: float | None
     #: What was expected: a new expectation is a new problem.
     expected: str = ''
+    #: The service at fault when the subject never reached a compute (so
+    #: the driver cannot have seen it): such a problem is reported apart
+    #: from the driver's violations, with its evidence.
+    outside: str = ''
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -416,7 +420,7 @@ def allocation_problems(snap: observe.Snapshot) -> list[Problem]:
     its node; one anywhere else is still a leak.
     """
     want: dict[str, set[str]] = {}
-    unclaimed: set[str] = set()
+    unclaimed: set[str] = set(snap.uncelled)
     for inst in snap.instances.values():
         if inst.deleted:
             continue
@@ -439,6 +443,14 @@ def allocation_problems(snap: observe.Snapshot) -> list[Problem]:
                 ALLOCATION_GRACE,
                 '%s/%s' % (','.join(sorted(have)), ','.join(sorted(servers)))
             ))
+    for node in sorted(snap.allocations):
+        for server in sorted(snap.allocations[node] & snap.uncelled):
+            problems.append(Problem(
+                'nova-conductor creates each scheduled build in its cell',
+                server, 'placement has its allocation on provider %s, and '
+                'nova has only its build request: no cell has the instance, '
+                'so no compute was asked to build it' % node,
+                ALLOCATION_GRACE, node, outside='nova-conductor'))
     return problems
 
 

@@ -112,6 +112,9 @@ class Snapshot:
     #: Servers (not deleted) a rebuild of which failed on their compute:
     #: nova then removes their allocation from their own node.
     failed_rebuilds: frozenset[str] = frozenset()
+    #: Servers nova's API holds only as a build request: no cell has an
+    #: instance for them, so no compute can have seen them.
+    uncelled: frozenset[str] = frozenset()
 
 
 class Databases:
@@ -178,9 +181,13 @@ class Databases:
             'JOIN instance_actions_events e ON e.action_id = a.id '
             "WHERE a.action = 'rebuild' AND e.result = 'Error' "
             'AND a.deleted = 0'))
+        celled = set(instances) | {r[0] for r in self.rows(
+            'nova_cell0', 'SELECT uuid FROM instances')}
+        uncelled = frozenset(r[0] for r in self.rows(
+            'nova_api', 'SELECT instance_uuid FROM build_requests')) - celled
         return Snapshot(at, nodes, instances, services, compute_nodes,
                         providers, allocations, conductor_groups,
-                        failed_rebuilds)
+                        failed_rebuilds, uncelled)
 
     def terminate(self, keys: Iterable[str]) -> int:
         """``pg_terminate_backend`` on every other connection to these."""

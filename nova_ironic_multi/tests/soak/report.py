@@ -82,11 +82,14 @@ def table(requests: Mapping[str, Mapping[str, int]],
           unconverged: Mapping[str, int],
           violations: Sequence[str], header: str,
           cut_short: Mapping[str, int] | None = None,
-          causes: Mapping[str, int] | None = None) -> str:
+          causes: Mapping[str, int] | None = None,
+          outside: Sequence[str] = ()) -> str:
     """The whole table.
 
     :param causes: how often each cause ended a request other than ``ok``
         (the most frequent are listed).
+    :param outside: problems of servers no compute ever had, listed apart
+        from the violations.
     """
     lines = [header, ''] + requests_table(requests)
     if causes:
@@ -96,6 +99,10 @@ def table(requests: Mapping[str, Mapping[str, int]],
     lines += [''] + faults_table(faults, converge, unconverged, cut_short)
     lines += ['', 'violations: %d' % len(violations)]
     lines += ['  ' + v for v in violations]
+    if outside:
+        lines += ['', 'outside the driver (no compute had the server): %d'
+                  % len(outside)]
+        lines += ['  ' + v for v in outside]
     return '\n'.join(lines)
 
 
@@ -120,6 +127,7 @@ def combine(results: Sequence[Mapping[str, Any]]) -> str:
     cut_short: dict[str, int] = {}
     causes: dict[str, int] = {}
     violations: list[str] = []
+    outside: list[str] = []
     for r in results:
         for kind, by in r['requests'].items():
             _add(requests.setdefault(kind, {}), by)
@@ -131,9 +139,11 @@ def combine(results: Sequence[Mapping[str, Any]]) -> str:
         _add(causes, r['notes'].get('request outcomes', {}))
         violations += ['seed %s: %s' % (r['seed'], v)
                        for v in r['violations']]
+        outside += ['seed %s: %s' % (r['seed'], v)
+                    for v in r.get('outside', [])]
     header = '%d runs, seeds %s, profiles %s: %.0f minutes of faults' % (
         len(results), ', '.join(str(r['seed']) for r in results),
         ', '.join(sorted({str(r['profile']) for r in results})),
         sum(float(r['minutes']) for r in results))
     return table(requests, faults, converge, unconverged, violations,
-                 header, cut_short, causes)
+                 header, cut_short, causes, outside)

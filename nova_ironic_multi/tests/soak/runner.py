@@ -145,6 +145,8 @@ class Result:
     cut_short: dict[str, int]
     violations: list[str]
     table: str
+    #: Problems of servers no compute ever had (``Violation.outside``).
+    outside: list[str]
     notes: dict[str, Any]
     run_dir: str
 
@@ -176,6 +178,7 @@ class Soak:
         self.groups_down: set[str] = set()
         self.terminated = 0
         self.violations: list[checker_mod.Violation] = []
+        self.outside: list[checker_mod.Violation] = []
         self._vlock = threading.Lock()
         self.step_label = 'setup'
         self.kind = 'setup'
@@ -195,14 +198,15 @@ class Soak:
 
     def _report(self, v: checker_mod.Violation) -> None:
         with self._vlock:
-            self.violations.append(v)
+            (self.outside if v.outside else self.violations).append(v)
         self.say(v.describe())
 
     def violation(self, invariant: str, subject: str, evidence: str,
-                  step: str | None = None) -> None:
+                  step: str | None = None, outside: str = '') -> None:
         self._report(checker_mod.Violation(
             self.seed, step or self.step_label,
-            time.monotonic() - self.started, invariant, subject, evidence))
+            time.monotonic() - self.started, invariant, subject, evidence,
+            outside))
 
     # Start and stop -------------------------------------------------------
 
@@ -515,12 +519,13 @@ class Soak:
             self.sleep(checker_mod.SAMPLE_INTERVAL)
         for p in problems:
             self.violation('at the end (%s): %s' % (label, p.invariant),
-                           p.subject, p.evidence)
+                           p.subject, p.evidence, outside=p.outside)
         for s in self.workload.servers():
             if s.task_state is not None or s.status in ('BUILD',):
                 self.violation('at the end (%s): no server stuck' % label,
                                s.uuid, '%s, task state %s, host %s, node %s'
-                               % (s.status, s.task_state, s.host, s.node))
+                               % (s.status, s.task_state, s.host, s.node),
+                               outside=workload.outside([s]))
         self.say('final check (%s): %d problem(s)' % (label, len(problems)))
 
     def result(self) -> Result:
@@ -534,6 +539,7 @@ class Soak:
         unconverged = collections.Counter(self.checker.unconverged())
         cut_short = collections.Counter(self.checker.cut_short())
         violations = [v.describe() for v in self.violations]
+        outside = [v.describe() for v in self.outside]
         header = ('nova-ironic-multi soak: seed %d, profile %s, %.1f '
                   'minutes of faults, %d steps, %d requests (%d servers '
                   'asked for)' % (
@@ -559,7 +565,8 @@ class Soak:
             dict(cut_short), violations,
             report.table(requests, fault_counts, converge, unconverged,
                          violations, header, cut_short,
-                         notes['request outcomes']), notes, self.run_dir)
+                         notes['request outcomes'], outside),
+            outside, notes, self.run_dir)
 
     def _details(self) -> dict[str, int]:
         """How often each cause ended a request (masked)."""

@@ -120,6 +120,21 @@ class Server:
         return STATUS.get(self.vm_state or '', (self.vm_state or '?').upper())
 
 
+def outside(servers: Iterable[Server | None]) -> str:
+    """'nova-conductor' if no compute can have had any of these servers.
+
+    A server nova's API holds only as a build request never reached a
+    cell: nova-conductor creates the instance in its cell before it asks a
+    compute to build it (``schedule_and_build_instances``), so a build
+    lost there is nova-conductor's, not the driver's. '' otherwise.
+    """
+    servers = list(servers)
+    if servers and all(s is not None and s.cell == 'build'
+                       for s in servers):
+        return 'nova-conductor'
+    return ''
+
+
 class Workload:
     """See the module docstring."""
 
@@ -127,7 +142,7 @@ class Workload:
                  compute: ks_adapter.Adapter, project_id: str,
                  dbs: observe.Databases, image: str, flavor: str,
                  step: Callable[[], str], last_fault: Callable[[], float],
-                 violation: Callable[[str, str, str, str], None],
+                 violation: Callable[..., None],
                  unsafe: Callable[[], set[str]] = set) -> None:
         self.rng = random.Random('nim-soak-traffic:%d' % seed)
         self.pace = pace
@@ -545,7 +560,8 @@ class Workload:
                     ', '.join('%s %s/%s on %s node %s' % (
                         u, s.status, s.task_state, s.host, s.node)
                         if s is not None else '%s: not found' % u
-                        for u, s in stuck.items())), req.step)
+                        for u, s in stuck.items())), req.step,
+                outside=outside(stuck.values()))
             self._close(req, 'stuck', 'still under way past its bound')
 
     def _result(self, req: Request, uuid: str, state: Server | None,

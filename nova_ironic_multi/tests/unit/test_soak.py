@@ -31,6 +31,7 @@ from nova_ironic_multi.tests.soak import invariants as inv
 from nova_ironic_multi.tests.soak import observe
 from nova_ironic_multi.tests.soak import report
 from nova_ironic_multi.tests.soak import schedule
+from nova_ironic_multi.tests.soak import workload
 
 G1 = ['11111111-0000-0000-0000-%012d' % i for i in range(6)]
 CONFIGS = {'host1': inv.HostConfig('g1', ('host1', 'host2')),
@@ -324,6 +325,36 @@ class ChecksTest(unittest.TestCase):
         # failed, are still leaks.
         self.assertEqual([p.subject for p in problems], [G1[2], G1[3]])
 
+    def test_a_build_no_cell_has_is_novas_not_the_drivers(self) -> None:
+        # Found by the soak (seed 3 on 011400d): nova-conductor failed on a
+        # database outage after the scheduler's allocation and before it
+        # created the instance in the cell; the server stayed a build
+        # request with an allocation for good. It is reported, apart from
+        # the driver's violations; an allocation of a server a cell has is
+        # still the driver's.
+        snap = dataclasses.replace(snapshot(
+            [node(G1[0]), node(G1[1])],
+            [observe.Instance('celled', None, None, 'stopped', None,
+                              False)]),
+            uncelled=frozenset({'lost'}))
+        snap.allocations.update({G1[0]: {'lost'}, G1[1]: {'celled'}})
+        problems = inv.allocation_problems(snap)
+        self.assertEqual(
+            [(p.subject, p.outside) for p in problems],
+            [(G1[1], ''), ('lost', 'nova-conductor')])
+
+    def test_a_request_stuck_before_any_cell_is_novas(self) -> None:
+        def server(uuid: str, cell: str) -> workload.Server:
+            return workload.Server(uuid, cell, None, None, None, None, False)
+        self.assertEqual(workload.outside([server('a', 'build')]),
+                         'nova-conductor')
+        # One of the request's servers in a cell, one unknown, or none:
+        # the driver's.
+        self.assertEqual(workload.outside(
+            [server('a', 'build'), server('b', 'cell1')]), '')
+        self.assertEqual(workload.outside([server('a', 'build'), None]), '')
+        self.assertEqual(workload.outside([]), '')
+
 
 class TrackerTest(unittest.TestCase):
     def problem(self, grace: float | None, expected: str = '') -> inv.Problem:
@@ -574,6 +605,17 @@ class ReportTest(unittest.TestCase):
         self.assertIn('     2  boot error: No valid host', lines)
         self.assertIn('violations: 1', lines)
         self.assertIn('  seed 2: VIOLATION no request stuck: x', lines)
+
+    def test_problems_outside_the_driver_are_listed_apart(self) -> None:
+        text = report.combine([
+            self._run(1), self._run(3, outside=['OUTSIDE THE DRIVER y'])])
+        lines = text.splitlines()
+        self.assertIn('violations: 0', lines)
+        self.assertIn('outside the driver (no compute had the server): 1',
+                      lines)
+        self.assertIn('  seed 3: OUTSIDE THE DRIVER y', lines)
+        self.assertNotIn('outside the driver', report.combine(
+            [self._run(1)]))
 
     def test_the_command_combines_report_files(self) -> None:
         with tempfile.TemporaryDirectory() as tmp:
