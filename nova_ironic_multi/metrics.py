@@ -114,6 +114,31 @@ NODES_LEAKED = Counter(
     'Nodes an action left holding an instance it gave up on (logged '
     'LEAKED; a period undoes them once Ironic allows).', registry=REGISTRY)
 
+IN_TASK_STATE = Gauge(
+    _PREFIX + 'instances_in_task_state',
+    'This host\'s instances holding a task state (an action under way), '
+    'by task state.', ['task_state'], registry=REGISTRY)
+TASK_STATE_OLDEST = Gauge(
+    _PREFIX + 'task_state_oldest_seconds',
+    'Seconds since the longest-held task state of this host\'s instances '
+    'was set (0 if none holds one): a stuck action, if it keeps growing.',
+    registry=REGISTRY)
+
+#: Task states :data:`IN_TASK_STATE` has shown (set to 0 once none holds
+#: them, so a series ends at 0 rather than at its last count).
+_shown: set[str] = set()
+
+
+def task_states(counts: dict[str, int], oldest: float) -> None:
+    """This host's instances in each task state, and the oldest's age."""
+    for state in _shown - set(counts):
+        IN_TASK_STATE.labels(state).set(0)
+    for state, n in counts.items():
+        IN_TASK_STATE.labels(state).set(n)
+    _shown.update(counts)
+    TASK_STATE_OLDEST.set(oldest)
+
+
 #: The NotReady reasons :data:`NOT_READY_PERIODS` counts (its label).
 REASONS = ('ironic', 'nova', 'membership', 'configuration')
 #: The outcomes :data:`IRONIC_REQUESTS` counts (its label).

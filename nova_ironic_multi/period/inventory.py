@@ -90,7 +90,8 @@ class Inventory:
             jobs.UndoAbandoned(self._abandoned),
             jobs.Recover(self._recovery),
             jobs.SweepUnclaimed(self._unclaimed),
-            jobs.ReleaseClaims())
+            jobs.ReleaseClaims(),
+            jobs.PublishTaskAges())
 
     @property
     def host(self) -> str:

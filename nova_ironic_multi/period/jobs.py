@@ -15,9 +15,10 @@ After a period has computed this host's division and swapped its snapshot
 in, each side job gets the :class:`Period` and does a bounded piece of work:
 remove leftover volume targets, undo deploys given up on, recover instances
 taken over in flight, sweep builds no compute claimed, release claims left
-on this host's instances. A job never holds the period and never fails it:
-:func:`run` times each one, logs its failure with its own message (the
-division stands; the next period tries again) and goes on to the next.
+on this host's instances, publish how long its instances hold task states.
+A job never holds the period and never fails it: :func:`run` times each
+one, logs its failure with its own message (the division stands; the next
+period tries again) and goes on to the next.
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ import time
 from typing import Protocol
 
 from oslo_log import log as logging
+from oslo_utils import timeutils
 
 from nova_ironic_multi.hosts import recovery
 from nova_ironic_multi.hosts import takeover
 from nova_ironic_multi.ironic import nodeinfo
 from nova_ironic_multi.period import abandoned
 from nova_ironic_multi.period import leftovers
+from nova_ironic_multi.period import task_ages
 from nova_ironic_multi.period import unclaimed
 
 LOG = logging.getLogger(__name__)
@@ -127,3 +130,11 @@ class ReleaseClaims:
         # The first period (the start), then every few.
         if (period.number - 1) % takeover.RELEASE_EVERY == 0:
             takeover.release_claims(period.host)
+
+
+class PublishTaskAges:
+    failure = ("Reading the task states of this host's instances failed; "
+               "the next period reads them again")
+
+    def run(self, period: Period) -> None:
+        task_ages.publish(task_ages.read(period.host), timeutils.utcnow())

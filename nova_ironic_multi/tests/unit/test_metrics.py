@@ -17,14 +17,18 @@ and after what it does.
 
 from __future__ import annotations
 
+import datetime
 import socket
 import urllib.request
 
+import fixtures
 from ironicclient import exc as ir_exc
 from keystoneauth1 import exceptions as ks_exc
+from nova.compute import task_states
 from nova.conf import CONF
 from nova import exception
 from nova import objects
+from oslo_utils import timeutils
 from prometheus_client import parser
 import pytest
 
@@ -109,6 +113,50 @@ class PeriodMetricsTest(base.DriverTestCase):
         for _name, labels in got:
             for _key, label in labels:
                 self.assertNotIn(label, set(self.nodes) | {inst.uuid})
+
+    def test_instances_holding_a_task_state_are_counted_and_aged(
+            self) -> None:
+        drv = self.drivers['host1']
+        stuck = self.make_instance(host='host1',
+                                   task_state=task_states.REBOOTING_HARD)
+        other = self.make_instance(host='host1',
+                                   task_state=task_states.POWERING_OFF)
+        self.make_instance(host='host1')
+        self.make_instance(host='host2', task_state=task_states.REBOOTING)
+        self.make_instance(host='host1',
+                           task_state=task_states.DELETING).destroy()
+        # Two hours after they were written.
+        later = timeutils.utcnow() + datetime.timedelta(hours=2)
+        self.useFixture(fixtures.MockPatch('oslo_utils.timeutils.utcnow',
+                                           return_value=later))
+        drv._inventory.refresh()
+        got = scrape(self.port)
+        states_shown = {dict(labels)['task_state']: v
+                        for (name, labels), v in got.items()
+                        if name == 'nova_ironic_multi_instances_in_task_state'
+                        and v}
+        # Its own, not deleted: host2's and the deleted one are not.
+        self.assertEqual({'rebooting_hard': 1, 'powering-off': 1},
+                         states_shown)
+        oldest = got[('nova_ironic_multi_task_state_oldest_seconds', ())]
+        self.assertGreaterEqual(oldest, 7200)
+        self.assertLess(oldest, 7200 + 60)
+        # Cleared: its series goes to 0, not away with its last count.
+        stuck.task_state = None
+        stuck.save()
+        drv._inventory.refresh()
+        self.assertEqual(0, value(
+            'nova_ironic_multi_instances_in_task_state',
+            task_state='rebooting_hard'))
+        self.assertEqual(1, value(
+            'nova_ironic_multi_instances_in_task_state',
+            task_state='powering-off'))
+        # None left: nothing is old.
+        other.task_state = None
+        other.save()
+        drv._inventory.refresh()
+        self.assertEqual(0, value(
+            'nova_ironic_multi_task_state_oldest_seconds'))
 
     def test_not_ready_periods_are_counted_by_reason(self) -> None:
         drv = self.drivers['host1']
