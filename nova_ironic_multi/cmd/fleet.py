@@ -217,7 +217,7 @@ class Fleet:
         return next((n for n in self.nodes if n.uuid == node_uuid), None)
 
 
-def _cells(ctxt: Any) -> list[tuple[str, Any]]:
+def every_cell(ctxt: Any) -> list[tuple[str, Any]]:
     """Every cell but cell0, as (name, a context targeted at it).
 
     The command's own context reaches ``[database] connection``, which is
@@ -348,7 +348,7 @@ def gather(conf: cfg.ConfigOpts, shards: bool = False) -> Fleet:
     nodes = client.list_nodes(part.scope, with_shard=shards, with_group=True)
     counts = client.shards() if shards else None
     ctxt = nova_context.get_admin_context()
-    cells = _cells(ctxt)
+    cells = every_cell(ctxt)
     nova = _read_nova(cells,
                       [n.instance_uuid for n in nodes if n.instance_uuid])
     # The members as every service sees them: the same plugin, looking,

@@ -19,6 +19,7 @@ Run it where ``nova-manage`` runs, with nova's configuration::
     nova-ironic-multi ... takeover --from host3 --to host1 [--execute]
     nova-ironic-multi ... shards plan|apply --count 64 [--relabel-all]
     nova-ironic-multi ... health [--state-file PATH]
+    nova-ironic-multi ... upgrade check
 
 Every command takes ``--format json``.
 """
@@ -95,12 +96,22 @@ def add_parsers(subparsers: Any) -> None:
                        help='Broken when the file is older (default: 5 '
                             'periods, at least 300 s).')
     _format(probe)
+    upgrade = subparsers.add_parser(
+        'upgrade', help='Check that the deployment is ready (exit 0 '
+        'success, 1 warning, 2 failure).')
+    checks = upgrade.add_subparsers(dest='action', metavar='ACTION')
+    checks.required = True
+    check = checks.add_parser(
+        'check', help='Every host of a scope divides by the same settings; '
+        'Ironic\'s API and policy; one cell per scope; the nova.virt shim; '
+        'nova\'s [ironic] options.')
+    _format(check)
 
 
 COMMAND = cfg.SubCommandOpt('command', title='Commands',
                             handler=add_parsers,
                             help='ring show|explain|simulate, takeover, '
-                                 'shards plan|apply, health')
+                                 'shards plan|apply, health, upgrade check')
 
 
 def run(command: Any, out: TextIO = sys.stdout,
@@ -111,6 +122,16 @@ def run(command: Any, out: TextIO = sys.stdout,
         from nova_ironic_multi.cmd import health
         return health.run(CONF, command.state_file, command.stale_after,
                           out, command.format)
+    if command.name == 'upgrade':
+        from nova_ironic_multi.cmd import upgrade
+        try:
+            return upgrade.run(CONF, out, command.format)
+        except Exception as e:
+            # oslo.upgradecheck's convention: 255 when a check broke.
+            import traceback
+            err.write('Error: a check failed to run: %s\n%s' % (
+                e, traceback.format_exc()))
+            return 255
     from nova_ironic_multi.cmd import fleet
     from nova_ironic_multi.cmd import ring
     from nova_ironic_multi.cmd import shards

@@ -54,18 +54,18 @@ def _client() -> Any:
         raise MarkerError('cannot reach placement: %s' % e) from e
 
 
-def _call(method: str, url: str, data: Any = None) -> Any:
+def call(method: str, url: str, data: Any = None) -> Any:
     client = _client()
     try:
-        if method == 'get':
-            return client.get(url, version=VERSION)
+        if method in ('get', 'delete'):
+            return getattr(client, method)(url, version=VERSION)
         return getattr(client, method)(url, data, version=VERSION)
     except ks_exc.ClientException as e:
         raise MarkerError('placement %s %s failed: %s'
                           % (method.upper(), url, e)) from e
 
 
-def _fail(resp: Any, what: str) -> MarkerError:
+def refusal(resp: Any, what: str) -> MarkerError:
     return MarkerError('placement refused to %s: HTTP %s %s'
                        % (what, resp.status_code, resp.text[:200]))
 
@@ -80,9 +80,9 @@ def read() -> frozenset[str]:
 
     :raises MarkerError: placement cannot say.
     """
-    resp = _call('get', '/traits?name=startswith:%s' % PREFIX)
+    resp = call('get', '/traits?name=startswith:%s' % PREFIX)
     if resp.status_code != 200:
-        raise _fail(resp, 'list the markers')
+        raise refusal(resp, 'list the markers')
     found = set()
     for trait in resp.json()['traits']:
         try:
@@ -98,8 +98,8 @@ def publish(host: str, service_uuid: str) -> None:
     :raises MarkerError: placement refused or cannot be reached.
     """
     trait = name(service_uuid)
-    resp = _call('put', '/traits/%s' % trait)
+    resp = call('put', '/traits/%s' % trait)
     if resp.status_code not in (201, 204):
-        raise _fail(resp, 'create the trait %s' % trait)
+        raise refusal(resp, 'create the trait %s' % trait)
     LOG.info('Published this host (%(host)s) as a nova-ironic-multi peer: '
              'placement trait %(trait)s.', {'host': host, 'trait': trait})

@@ -91,7 +91,8 @@ class Inventory:
             jobs.Recover(self._recovery),
             jobs.SweepUnclaimed(self._unclaimed),
             jobs.ReleaseClaims(),
-            jobs.PublishTaskAges())
+            jobs.PublishTaskAges(),
+            jobs.PublishSettings())
 
     @property
     def host(self) -> str:
@@ -185,7 +186,8 @@ class Inventory:
             self._take_followups()
             jobs.run(self.jobs, jobs.Period(
                 self.host, self._refreshes,
-                old.nodes if old is not None else None, snapshot.nodes))
+                old.nodes if old is not None else None, snapshot.nodes,
+                snapshot.partition))
             self._report.succeeded(self._outcome(computed, snapshot, begun))
             return snapshot
 

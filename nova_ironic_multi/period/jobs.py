@@ -15,7 +15,8 @@ After a period has computed this host's division and swapped its snapshot
 in, each side job gets the :class:`Period` and does a bounded piece of work:
 remove leftover volume targets, undo deploys given up on, recover instances
 taken over in flight, sweep builds no compute claimed, release claims left
-on this host's instances, publish how long its instances hold task states.
+on this host's instances, publish how long its instances hold task states
+and the settings it divides by.
 A job never holds the period and never fails it: :func:`run` times each
 one, logs its failure with its own message (the division stands; the next
 period tries again) and goes on to the next.
@@ -28,12 +29,20 @@ import dataclasses
 import time
 from typing import Protocol
 
+from nova import context as nova_context
+from nova import exception as nova_exc
+from nova import objects
 from oslo_log import log as logging
+import oslo_messaging
 from oslo_utils import timeutils
 
+from nova_ironic_multi.division import partition as partition_mod
+from nova_ironic_multi.hosts import moves
 from nova_ironic_multi.hosts import recovery
 from nova_ironic_multi.hosts import takeover
 from nova_ironic_multi.ironic import nodeinfo
+from nova_ironic_multi.membership import marker
+from nova_ironic_multi.membership import published
 from nova_ironic_multi.period import abandoned
 from nova_ironic_multi.period import leftovers
 from nova_ironic_multi.period import task_ages
@@ -53,6 +62,8 @@ class Period:
     before: Mapping[str, nodeinfo.NodeInfo] | None
     #: The nodes it manages now, as just listed.
     after: Mapping[str, nodeinfo.NodeInfo]
+    #: The partition the period divided by (None: none known).
+    partition: partition_mod.Partition | None = None
 
 
 class Job(Protocol):
@@ -138,3 +149,63 @@ class PublishTaskAges:
 
     def run(self, period: Period) -> None:
         task_ages.publish(task_ages.read(period.host), timeutils.utcnow())
+
+
+class PublishSettings:
+    """Publish the settings in force (:mod:`.published`).
+
+    When they change, and every few periods in case the trait was removed.
+    """
+
+    failure = ("Publishing this host's settings in placement failed; the "
+               "next period tries again")
+    #: Periods between two checks that the settings are still published.
+    AGAIN_EVERY = 10
+
+    def __init__(self) -> None:
+        #: (host, service UUID) of this host's nova-compute service.
+        self._service: tuple[str, str] | None = None
+        #: The trait last published, and the period that did it.
+        self._done: tuple[str, int] | None = None
+        self._warned = False
+
+    def _service_uuid(self, host: str) -> str | None:
+        if self._service is None or self._service[0] != host:
+            svc = objects.Service.get_by_host_and_binary(
+                nova_context.get_admin_context(), host, moves.BINARY)
+            if svc is None:
+                return None     # nova creates the record at start
+            self._service = (host, svc.uuid)
+        return self._service[1]
+
+    def run(self, period: Period) -> None:
+        if period.partition is None:
+            return
+        settings = published.Settings.of(period.partition)
+        try:
+            service = self._service_uuid(period.host)
+            if service is None:
+                return
+            trait = published.name(service, settings)
+            if (self._done is not None and self._done[0] == trait and
+                    period.number - self._done[1] < self.AGAIN_EVERY):
+                return
+            changed = published.publish(service, settings)
+        except (marker.MarkerError, nova_exc.NovaException,
+                oslo_messaging.MessagingException) as e:
+            if not self._warned:
+                LOG.warning('Cannot publish the settings of this host '
+                            '(%(host)s) for "nova-ironic-multi upgrade '
+                            'check"; tried again each period: %(error)s',
+                            {'host': period.host, 'error': e})
+            self._warned = True
+            return
+        self._warned = False
+        if changed:
+            LOG.info('Published the settings of this host (%(host)s) for '
+                     '"nova-ironic-multi upgrade check": %(settings)s',
+                     {'host': period.host,
+                      'settings': ', '.join(
+                          '%s %s' % kv for kv in
+                          settings.division().items())})
+        self._done = (trait, period.number)

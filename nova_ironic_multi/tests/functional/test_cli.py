@@ -487,3 +487,48 @@ class ShardsCliTest(base.IronicCellTestCase):
             self.assertEqual(set(by_host[host]), listed - {'None'})
             self.assertEqual(len(reported[host]),
                              sum(by_host[host].values()))
+
+
+class UpgradeCheckTest(base.IronicCellTestCase):
+    """``upgrade check`` on what the hosts published in the real placement.
+
+    It names the hosts whose settings differ.
+    """
+
+    def check(self) -> tuple[int, dict[str, tuple[int, str]]]:
+        out, err = io.StringIO(), io.StringIO()
+        code = cli.run(types.SimpleNamespace(
+            name='upgrade', action='check', format='json'), out, err)
+        self.assertEqual('', err.getvalue())
+        return code, {c['check']: (c['result'], c['details'] or '')
+                      for c in json.loads(out.getvalue())['checks']}
+
+    def published(self) -> list[str]:
+        return sorted(t for t in self.placement.get(
+            '/traits?name=startswith:CUSTOM_NOVA_IRONIC_MULTI_CFG_',
+            version='1.6').body['traits'])
+
+    def test_two_hosts_with_different_ring_settings_fail_naming_them(
+            self) -> None:
+        code, results = self.check()
+        self.assertEqual((0, 'all nodes: host1, host2, host3'),
+                         results['Same settings in each scope'])
+        self.assertEqual(0, code, results)
+        self.assertEqual(3, len(self.published()))
+        # host3 restarted with another ring: its next period publishes it.
+        self.flags(ring_algorithm='balanced', hash_partition_exponent=6,
+                   group='ironic_multi')
+        with self.cell() as cctxt:
+            self.computes['host3'].manager.update_available_resource(cctxt)
+        # Its old settings are gone: one trait per host.
+        self.assertEqual(3, len(self.published()))
+        self.flags(ring_algorithm='compatible', hash_partition_exponent=5,
+                   group='ironic_multi')
+        code, results = self.check()
+        self.assertEqual(2, code)
+        verdict, details = results['Same settings in each scope']
+        self.assertEqual(2, verdict)
+        self.assertIn(
+            'all nodes is divided by hosts that disagree on [ironic_multi] '
+            'ring_algorithm/hash_partition_exponent: compatible/2^5 on host1, '
+            'host2; balanced/2^6 on host3', details)

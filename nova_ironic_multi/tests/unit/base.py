@@ -33,6 +33,7 @@ from nova_ironic_multi import compat
 from nova_ironic_multi import conf as nim_conf
 from nova_ironic_multi import driver
 from nova_ironic_multi.membership import marker
+from nova_ironic_multi.membership import published
 from nova_ironic_multi import metrics
 from nova_ironic_multi.tests.unit import fake_ironic
 
@@ -68,11 +69,24 @@ class FakeMarkers(fixtures.Fixture):
     def __init__(self) -> None:
         super().__init__()
         self.published: set[str] = set()
+        #: The settings each service published (membership.published).
+        self.settings: dict[str, published.Settings] = {}
 
     def _setUp(self) -> None:
         self.useFixture(fixtures.MockPatchObject(marker, 'read', self.read))
         self.useFixture(fixtures.MockPatchObject(marker, 'publish',
                                                  self.publish))
+        self.useFixture(fixtures.MockPatchObject(
+            published, 'read',
+            lambda: {k: [v] for k, v in self.settings.items()}))
+        self.useFixture(fixtures.MockPatchObject(
+            published, 'publish', self.publish_settings))
+
+    def publish_settings(self, service_uuid: str,
+                         settings: published.Settings) -> bool:
+        changed = self.settings.get(service_uuid) != settings
+        self.settings[service_uuid] = settings
+        return changed
 
     def read(self) -> frozenset[str]:
         ctxt = nova_context.get_admin_context()

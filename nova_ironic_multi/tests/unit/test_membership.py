@@ -213,14 +213,14 @@ class NovaMembershipTest(test.TestCase):
             self) -> None:
         make_service(self.ctxt, 'host1')
         make_service(self.ctxt, 'host2', hypervisor_type=None, marked=False)
-        real = marker._call
+        real = marker.call
 
         def refuse(method: str, url: str, data: Any = None) -> Any:
             if method != 'get':
                 raise marker.MarkerError('placement is read-only today')
             return real(method, url, data)
 
-        self.useFixture(fixtures.MockPatchObject(marker, '_call', refuse))
+        self.useFixture(fixtures.MockPatchObject(marker, 'call', refuse))
         self.assertEqual({'host1'}, self.peers('servicegroup', 'host2'))
         self.assertEqual({'host1'}, self.peers('servicegroup', 'host1'))
 
@@ -230,7 +230,7 @@ class NovaMembershipTest(test.TestCase):
         def down(*args: Any, **kwargs: Any) -> Any:
             raise marker.MarkerError('cannot reach placement')
 
-        self.useFixture(fixtures.MockPatchObject(marker, '_call', down))
+        self.useFixture(fixtures.MockPatchObject(marker, 'call', down))
         self.assertRaises(membership.MembershipUnavailable,
                           self.peers, 'servicegroup', 'host1')
 
