@@ -25,7 +25,7 @@ import contextlib
 import importlib.util
 import json
 import sys
-from typing import Any, TextIO
+from typing import TextIO
 
 from ironicclient import exc as ir_exc
 from nova import context as nova_context
@@ -140,12 +140,13 @@ class Checks(upgradecheck.UpgradeCommands):
                 continue
             differ = [key for key, _ in next(iter(variants))
                       if len({dict(v)[key] for v in variants}) > 1]
-            failures.append('%s is divided by hosts that disagree on %s: %s' % (
-                scope, ' and '.join(differ), '; '.join(
-                    '%s on %s' % (', '.join(dict(v)[k] for k in differ),
-                                  _hosts(hosts))
-                    for v, hosts in sorted(variants.items(),
-                                           key=lambda kv: kv[1]))))
+            sides = '; '.join(
+                '%s on %s' % (', '.join(dict(v)[k] for k in differ),
+                              _hosts(hosts))
+                for v, hosts in sorted(variants.items(),
+                                       key=lambda kv: kv[1]))
+            failures.append('%s is divided by hosts that disagree on %s: %s'
+                            % (scope, ' and '.join(differ), sides))
         if failures:
             return Result(Code.FAILURE, '. '.join(
                 failures + warnings) + '. Give every host of a scope the '

@@ -32,7 +32,6 @@ from typing import Any
 from nova.compute import task_states
 from nova import context as nova_context
 from nova import objects
-from oslo_utils import timeutils
 
 from nova_ironic_multi import metrics
 
