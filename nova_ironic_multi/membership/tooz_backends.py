@@ -16,7 +16,9 @@ missing client library or a driver without groups never fixes itself):
 
 * the URL is set and its scheme names an installed tooz driver;
 * the driver's client library imports;
-* the driver implements tooz's group API (join, members, capabilities).
+* the driver implements tooz's group API (join, members, capabilities);
+* its members expire: a member timeout this module knows where to set
+  (:data:`TIMEOUT_PARAMETER`), or a dead host would stay a member.
 
 Which tooz drivers qualify, and what ``tooz_member_timeout`` becomes for
 each, is in the operations guide ("tooz back ends").
@@ -118,6 +120,15 @@ def driver_class(url: str | None) -> type:
         raise Unusable(
             '%s: the tooz driver for %s:// has no groups with heartbeats, '
             'which membership_driver = tooz needs. Fix: use redis://, '
+            'etcd3+http://, zookeeper:// or memcached://.'
+            % (OPTION, scheme))
+    if scheme not in TIMEOUT_PARAMETER:
+        # Members that never expire: a host that dies stays a member, and
+        # its share of the free nodes with it, for good.
+        raise Unusable(
+            '%s: the members of a tooz %s:// group do not expire by any '
+            'timeout this driver knows how to set, so a host that dies '
+            'would keep its free nodes for good. Fix: use redis://, '
             'etcd3+http://, zookeeper:// or memcached://.'
             % (OPTION, scheme))
     driver: type = cls

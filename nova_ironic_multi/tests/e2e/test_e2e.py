@@ -1932,7 +1932,8 @@ def test_f1b_keystone_outage_in_shard_mode_is_not_ready_at_once(
 
 
 def test_f2_killed_host_shards_move_to_survivors(
-        env: Env, figures: list[str]) -> None:
+        env: Env, figures: list[str], request: pytest.FixtureRequest
+) -> None:
     before = env.db_division()
     host1 = env.compute('host1')
     survivors = ('host2', 'host3')
@@ -1940,8 +1941,36 @@ def test_f2_killed_host_shards_move_to_survivors(
     moving = {n for n, h in before.items()
               if h == 'host1' and want.get(n) != 'host1'}
     assert moving, 'host1 has no free g1 node to hand over: %s' % before
+    # Prometheus, divide = shards: the three hosts divide g1 by shard (g2
+    # is in nobody's scope since d1), each g1 node managed once, in the
+    # ring share of one host, and the hosts agree on their members.
+    prom = request.getfixturevalue('prom')
+    in_scope = len(env.plan.g1)
+    started = time.monotonic()
+    processes.wait_for(
+        'Prometheus to count each g1 node once with divide = shards',
+        lambda: (prom.scalar(MANAGED) == in_scope and prom.scalar(
+            'sum(nova_ironic_multi_nodes{kind="share"})') == in_scope),
+        PERIOD + 3 * prometheus.SCRAPE_INTERVAL + 10)
+    views = prom.query('count by (scope) (count by (scope, digest) '
+                       '(nova_ironic_multi_member_view_info))')
+    assert [n for _, n in views] == [1], views
+    figures.append('Prometheus, divide = shards: %d g1 nodes managed once '
+                   'after %.1fs' % (in_scope, time.monotonic() - started))
+    host1_busy = sum(1 for n, h in env.busy().items()
+                     if h == 'host1' and n in env.plan.g1)
+    killed = time.monotonic()
     marks = kill_and_wait_takeover(env, 'host1',
                                    {n: want[n] for n in moving})
+    # host1's target down, its instance nodes are the only ones nobody
+    # manages; no node was counted twice since the kill.
+    processes.wait_for(
+        'Prometheus to count host1\'s shards under the survivors',
+        lambda: prom.scalar(MANAGED) == in_scope - host1_busy,
+        PERIOD + 3 * prometheus.SCRAPE_INTERVAL + 10)
+    window = int(time.monotonic() - killed) + 5
+    most = prom.scalar('max_over_time(%s[%ds:1s])' % (MANAGED, window))
+    assert most is not None and most <= in_scope, most
     figures.append('divide = shards, kill -9 host1 (%d free nodes): down '
                    'after %.1fs, its nodes reported by the survivors after '
                    '%.1fs (resource period %ds)'

@@ -9,13 +9,15 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""tooz membership heals from the faults of a real Redis.
+"""tooz membership heals from the faults of a real Redis and a real etcd.
 
-Three hosts' plugins share a Redis server this test starts for itself (so
-it can delete its keys, flush it and restart it). After each fault, within
-a bounded time, every host reads the same members and every free node has
-exactly one manager. The time each fault took to heal is printed (the
-operations guide quotes it).
+Three hosts' plugins share a server this test starts for itself (so it
+can delete its keys, flush it and restart it): Redis, and etcd through
+``etcd3gw`` (devstack's ``etcd3`` service, the coordination back end most
+OpenStack deployments run). After each fault, within a bounded time, every
+host reads the same members and every free node has exactly one manager.
+The time each fault took to heal is printed (the operations guide quotes
+it).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import threading
 import time
 from typing import Any
 
+import etcd3gw
 from nova.conf import CONF
 from nova import test
 import redis
@@ -34,6 +37,7 @@ from nova_ironic_multi.conf import partition_opts
 from nova_ironic_multi.division import partition
 from nova_ironic_multi import membership
 from nova_ironic_multi.membership import toozgroup
+from nova_ironic_multi.tests.fixtures import etcd_server
 from nova_ironic_multi.tests.fixtures import redis_server
 from nova_ironic_multi.tests.unit import test_membership
 
@@ -73,20 +77,38 @@ class Gate:
         return held
 
 
-class ToozFaultsTest(test.TestCase):
+class ToozFaults(test.TestCase):
+    """The faults and their healing, on the back end a subclass starts."""
+
+    __test__ = False
+
+    #: How the back end comes back from a restart (for the printed line).
+    RESTARTED = ''
+
+    def start_backend(self) -> str:
+        """Start the back end; its tooz URL."""
+        raise NotImplementedError
+
+    def lose_group(self) -> None:
+        """Delete the group's keys, members and all."""
+        raise NotImplementedError
+
+    def flush(self) -> None:
+        """Delete every key the back end holds."""
+        raise NotImplementedError
+
+    def restart(self) -> float:
+        """Stop the back end and start it again; seconds it was away."""
+        raise NotImplementedError
 
     def setUp(self) -> None:
         super().setUp()
         nim_conf.register_opts(CONF)
-        self.redis = redis_server.RedisServer()
-        url = self.redis.start()
-        self.addCleanup(self.redis.stop)
+        url = self.start_backend()
         self.flags(group='ironic_multi', membership_driver='tooz',
                    tooz_backend_url=url, tooz_group=GROUP,
                    tooz_member_timeout=MEMBER_TIMEOUT,
                    tooz_heartbeat_interval=HEARTBEAT)
-        self.client = redis.Redis.from_url(url)
-        self.addCleanup(self.client.close)
         self.gates: dict[str, Gate] = {}
         self.plugins = {h: self._plugin(h) for h in HOSTS}
         self.heal(set(HOSTS), 'start', time.monotonic())
@@ -182,10 +204,8 @@ class ToozFaultsTest(test.TestCase):
 
     def test_a_lost_group_is_created_again(self) -> None:
         # What a Redis restart without persistence does to the group.
-        keys = list(self.client.scan_iter('*%s*' % GROUP))
-        self.assertTrue(keys)
         lost = time.monotonic()
-        self.client.delete(*keys)
+        self.lose_group()
         self.heal(set(HOSTS), 'group key deleted', lost)
 
     def test_a_host_counts_itself_out_until_it_is_back(self) -> None:
@@ -199,7 +219,7 @@ class ToozFaultsTest(test.TestCase):
         gate = self.gates['host2']
         gate.open.clear()
         lost = time.monotonic()
-        self.client.delete(*self.client.scan_iter('*%s*' % GROUP))
+        self.lose_group()
         self.assertTrue(gate.waiting.wait(HEAL_BOUND))
         # Its last reading did not show it: it counts itself out, never in.
         self.heal({'host1', 'host3'}, 'host2 held out of the lost group',
@@ -209,14 +229,74 @@ class ToozFaultsTest(test.TestCase):
         gate.open.set()
         self.heal(set(HOSTS), 'host2 let back in', back)
 
-    def test_a_flushed_redis_heals(self) -> None:
+    def test_a_flushed_backend_heals(self) -> None:
         flushed = time.monotonic()
-        self.client.flushall()
-        self.heal(set(HOSTS), 'FLUSHALL', flushed)
+        self.flush()
+        self.heal(set(HOSTS), 'every key deleted', flushed)
 
-    def test_a_restarted_redis_heals(self) -> None:
+    def test_a_restarted_backend_heals(self) -> None:
         stopped = time.monotonic()
-        away = self.redis.restart()
-        print('redis was away for %.2fs' % away)
-        self.heal(set(HOSTS), 'redis restarted empty (from its stop)',
-                  stopped)
+        away = self.restart()
+        print('the back end was away for %.2fs' % away)
+        self.heal(set(HOSTS), 'restarted %s' % self.RESTARTED, stopped)
+
+
+class RedisFaultsTest(ToozFaults):
+
+    __test__ = True
+
+    RESTARTED = 'empty (from its stop)'
+
+    def start_backend(self) -> str:
+        self.redis = redis_server.RedisServer()
+        url = self.redis.start()
+        self.addCleanup(self.redis.stop)
+        self.client = redis.Redis.from_url(url)
+        self.addCleanup(self.client.close)
+        return url
+
+    def lose_group(self) -> None:
+        keys = list(self.client.scan_iter('*%s*' % GROUP))
+        self.assertTrue(keys)
+        self.client.delete(*keys)
+
+    def flush(self) -> None:
+        self.client.flushall()
+
+    def restart(self) -> float:
+        return self.redis.restart()
+
+
+class EtcdFaultsTest(ToozFaults):
+
+    __test__ = True
+
+    RESTARTED = 'on its data'
+    #: Where tooz's etcd driver keeps the group's members.
+    PREFIX = 'tooz/groups/%s/' % GROUP
+
+    def start_backend(self) -> str:
+        self.etcd = etcd_server.EtcdServer()
+        self.addCleanup(self.etcd.discard)
+        url = self.etcd.start()
+        self.client = etcd3gw.client(host='127.0.0.1', port=self.etcd.port)
+        return url
+
+    def lose_group(self) -> None:
+        self.assertTrue(self.client.get_prefix(self.PREFIX))
+        self.client.delete_prefix(self.PREFIX)
+
+    def flush(self) -> None:
+        self.client.delete_prefix('tooz/')
+
+    def restart(self) -> float:
+        return self.etcd.restart()
+
+    def test_a_revoked_lease_heals(self) -> None:
+        # etcd's own way to lose a member: its lease revoked (or expired
+        # while the member was cut off); its keys go with it.
+        (_, meta), = [m for m in self.client.get_prefix(self.PREFIX)
+                      if m[1]['key'].endswith(b'host2')]
+        revoked = time.monotonic()
+        etcd3gw.Lease(int(meta['lease']), self.client).revoke()
+        self.heal(set(HOSTS), 'host2\'s lease revoked', revoked)

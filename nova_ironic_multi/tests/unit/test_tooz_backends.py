@@ -75,14 +75,57 @@ def test_a_missing_client_library_names_the_package(
     assert 'nim_no_such_client' in text
 
 
-def test_etcd3_without_etcd3gw_says_what_to_install() -> None:
-    # The help's own example: tooz's etcd3 driver needs etcd3gw.
-    if importlib.util.find_spec('etcd3gw') is not None:
-        tooz_backends.check('etcd3+http://127.0.0.1:2379')
-        return
+def test_etcd3_without_etcd3gw_says_what_to_install(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The help's own example: tooz's etcd3 driver needs etcd3gw. (The
+    # test requirements install it: hide it.)
+    monkeypatch.setitem(sys.modules, 'etcd3gw', None)
+    monkeypatch.delitem(sys.modules, 'tooz.drivers.etcd3gw', raising=False)
     text = unusable('etcd3+http://127.0.0.1:2379')
     assert "install etcd3gw on this host (pip install 'tooz[etcd3gw]')" in (
         text)
+
+
+def test_etcd3_with_etcd3gw_qualifies() -> None:
+    assert importlib.util.find_spec('etcd3gw') is not None
+    tooz_backends.check('etcd3+http://127.0.0.1:2379')
+
+
+@pytest.fixture
+def forever_driver(tmp_path: pathlib.Path) -> Iterator[str]:
+    """A tooz driver, scheme ``nimforever``, with groups.
+
+    Its members never expire: it has no timeout this product can set.
+    """
+    (tmp_path / 'nim_forever_tooz.py').write_text(textwrap.dedent('''
+        from tooz import coordination
+
+        class Driver(coordination.CoordinationDriver):
+            def join_group(self, *a, **k): pass
+            def leave_group(self, *a, **k): pass
+            def get_members(self, *a, **k): pass
+            def get_member_capabilities(self, *a, **k): pass
+            def get_members_with_capabilities(self, *a, **k): pass
+    '''))
+    dist = tmp_path / 'nim_forever_tooz-1.0.dist-info'
+    dist.mkdir()
+    (dist / 'METADATA').write_text(
+        'Metadata-Version: 2.1\nName: nim-forever-tooz\nVersion: 1.0\n')
+    (dist / 'entry_points.txt').write_text(
+        '[tooz.backends]\nnimforever = nim_forever_tooz:Driver\n')
+    sys.path.insert(0, str(tmp_path))
+    yield 'nimforever://127.0.0.1'
+    sys.path.remove(str(tmp_path))
+    sys.modules.pop('nim_forever_tooz', None)
+
+
+def test_a_driver_whose_members_never_expire_is_refused(
+        forever_driver: str) -> None:
+    text = unusable(forever_driver)
+    assert ('the members of a tooz nimforever:// group do not expire' in
+            text), text
+    assert 'a host that dies would keep its free nodes for good' in text
+    assert '[ironic_multi] tooz_backend_url' in text
 
 
 def test_a_driver_without_groups_is_refused() -> None:
