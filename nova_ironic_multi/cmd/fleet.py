@@ -30,6 +30,7 @@ from nova import objects
 from nova import servicegroup
 from oslo_config import cfg
 
+from nova_ironic_multi.cmd import settings_check
 from nova_ironic_multi.cmd import takeover_records
 from nova_ironic_multi.conf import partition_opts
 from nova_ironic_multi import division as division_mod
@@ -165,6 +166,9 @@ class Fleet:
     #: The latest automatic takeovers, newest first
     #: (:mod:`cmd.takeover_records`).
     takeovers: list[Any] = dataclasses.field(default_factory=list)
+    #: How this command's partition options differ from the running
+    #: hosts' (:mod:`cmd.settings_check`).
+    settings_differ: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def unknown(self) -> list[nodeinfo.NodeInfo]:
@@ -396,7 +400,9 @@ def gather(conf: cfg.ConfigOpts, shards: bool = False) -> Fleet:
                   deleted_hosts=nova.deleted_hosts, client=client,
                   shard_counts=counts, ring_cache=cache,
                   cell_conflicts=conflicts,
-                  takeovers=takeover_records.recent(cells))
+                  takeovers=takeover_records.recent(cells),
+                  settings_differ=settings_check.check(
+                      part, nova.services, api.service_is_up))
     divide(fleet)
     return fleet
 

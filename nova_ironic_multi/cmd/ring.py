@@ -150,6 +150,7 @@ def show(fleet: fleet_mod.Fleet, out: TextIO, fmt: str) -> int:
                      for name, by_dest in refused.items()},
         'cell_conflicts': list(fleet.cell_conflicts),
         'recent_takeovers': [t.as_dict() for t in fleet.takeovers],
+        'settings_differ': list(fleet.settings_differ),
     }
     text = [
         'Scope: %s; peers: %s; membership: %s; ring: %s' % (
@@ -216,8 +217,17 @@ def show(fleet: fleet_mod.Fleet, out: TextIO, fmt: str) -> int:
     if fleet.partition.by_shard:
         data['shards'], shard_text = shards.section(fleet)
         text += ['', shard_text]
+    text += settings_warnings(fleet)
     output.emit(out, fmt, data, '\n'.join(text))
     return 0
+
+
+def settings_warnings(fleet: fleet_mod.Fleet) -> list[str]:
+    """The lines that say this command divides otherwise than the hosts."""
+    if not fleet.settings_differ:
+        return []
+    return ['', 'Warning: this division is this command\'s, not the '
+            'running hosts\':'] + ['  %s' % d for d in fleet.settings_differ]
 
 
 def _why(fleet: fleet_mod.Fleet, node: nodeinfo.NodeInfo,
@@ -347,7 +357,8 @@ def explain(fleet: fleet_mod.Fleet, node_uuid: str, out: TextIO,
         'provision_state': node.provision_state,
         'instance_uuid': node.instance_uuid,
         'conductor_group': node.conductor_group,
-        'shard': node.shard, 'divide': part.divide}
+        'shard': node.shard, 'divide': part.divide,
+        'settings_differ': list(fleet.settings_differ)}
     text = '\n'.join([
         'Node %s (%s, conductor group %r%s)' % (
             node.uuid, node.provision_state, node.conductor_group,
@@ -356,7 +367,7 @@ def explain(fleet: fleet_mod.Fleet, node_uuid: str, out: TextIO,
         'Why: %s' % rule,
         'Takes over if it leaves, in order: %s' % (
             ', '.join(after) or 'nobody'),
-    ])
+    ] + settings_warnings(fleet))
     output.emit(out, fmt, data, text)
     return 0
 
@@ -399,6 +410,7 @@ def simulate(fleet: fleet_mod.Fleet, add: Sequence[str],
         'ideal_moved': round(ideal, 1), 'moved_nodes': moved,
         'per_host': {h: {'before': b, 'after': a}
                      for h, (b, a) in counts.items()},
+        'settings_differ': list(fleet.settings_differ),
     }
     lines = [
         'Members: %s -> %s' % (','.join(sorted(fleet.members)) or '-',
@@ -420,5 +432,6 @@ def simulate(fleet: fleet_mod.Fleet, add: Sequence[str],
         lines.append('divide = shards: %d shard(s) change hands, each with '
                      'its free nodes; the nodes without a shard are divided '
                      'node by node.' % len(changed))
+    lines += settings_warnings(fleet)
     output.emit(out, fmt, data, '\n'.join(lines))
     return 0

@@ -223,6 +223,7 @@ def _describe(fleet: fleet_mod.Fleet, p: Plan, done: Applied | None
         'free_nodes_changing_hands': [
             {'node': u, 'from': a, 'to': b} for u, a, b in p.moves],
         'applied': done is not None and done.complete,
+        'settings_differ': list(fleet.settings_differ),
     }
     if p.moves_if_shards is not None:
         data['free_nodes_changing_hands_with_divide_shards'] = len(
@@ -270,6 +271,10 @@ def _describe(fleet: fleet_mod.Fleet, p: Plan, done: Applied | None
         result, lines = _outcome(p, done)
         data.update(result)
         text += lines
+    if fleet.settings_differ:
+        text += ['', 'Warning: this plan is for this command\'s division, '
+                 'not the running hosts\'; "shards apply" refuses it:']
+        text += ['  %s' % d for d in fleet.settings_differ]
     return data, '\n'.join(text)
 
 
@@ -279,6 +284,14 @@ def run(conf: cfg.ConfigOpts, action: str, count: int, relabel_all: bool,
     if count < 1:
         raise BadArgument('--count must be at least 1, got %d' % count)
     fleet = fleet_mod.gather(conf, shards=True)
+    if action == 'apply' and fleet.settings_differ:
+        # Labels written for another division than the hosts run: without
+        # partition_key, every conductor group's nodes.
+        raise BadArgument(
+            'Refusing to write shard labels: this command\'s partition '
+            'options differ from the running hosts\'. %s Nothing was '
+            'written ("shards plan" shows the labels anyway).'
+            % ' '.join(fleet.settings_differ))
     p = plan(fleet, count, relabel_all)
     done = write(ironic.Ironic(conf), p.changes) if action == 'apply' else None
     data, text = _describe(fleet, p, done)

@@ -25,7 +25,7 @@ import contextlib
 import importlib.util
 import json
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 from ironicclient import exc as ir_exc
 from nova import context as nova_context
@@ -35,6 +35,7 @@ from oslo_config import cfg
 from oslo_upgradecheck import upgradecheck
 
 from nova_ironic_multi.cmd import fleet
+from nova_ironic_multi.cmd import settings_check
 from nova_ironic_multi.conf import nova_options
 from nova_ironic_multi.conf import partition_opts
 from nova_ironic_multi.division import partition as partition_mod
@@ -95,22 +96,30 @@ class Checks(upgradecheck.UpgradeCommands):
 
     # The checks ------------------------------------------------------------
 
+    def _services(self) -> list[Any]:
+        """Every cell's nova-compute services."""
+        ctxt = nova_context.get_admin_context()
+        return [svc for _, cctxt in fleet.every_cell(ctxt)
+                for svc in objects.ServiceList.get_by_binary(
+                    cctxt, 'nova-compute', include_disabled=True)]
+
     def _check_local(self) -> Result:
         try:
             part = self._partition()
         except (partition_mod.InvalidPartition, loader.PluginError) as e:
             return Result(Code.FAILURE, str(e))
+        differ = settings_check.check(part, self._services(),
+                                      servicegroup.API().service_is_up)
+        if differ:
+            return Result(Code.WARNING, ' '.join(differ))
         return Result(Code.SUCCESS, 'These files divide %s: %s.' % (
             part.scope.describe(), ', '.join(
                 '%s %s' % kv for kv in
                 published.Settings.of(part).division().items())))
 
     def _check_same_settings(self) -> Result:
-        ctxt = nova_context.get_admin_context()
         try:
-            services = [svc for _, cctxt in fleet.every_cell(ctxt)
-                        for svc in objects.ServiceList.get_by_binary(
-                            cctxt, 'nova-compute', include_disabled=True)]
+            services = self._services()
             marked = marker.read()
             settings = published.read()
         except marker.MarkerError as e:

@@ -33,6 +33,7 @@ from nova import context as nova_context
 from nova import objects
 
 from nova_ironic_multi.cmd import main as cli
+from nova_ironic_multi.cmd import settings_check
 from nova_ironic_multi.cmd import upgrade
 from nova_ironic_multi.division import partition
 from nova_ironic_multi import ironic
@@ -102,8 +103,15 @@ class UpgradeCheckTest(base.DriverTestCase):
                       '[ironic_multi] ring_algorithm/hash_partition_exponent: '
                       'compatible/2^5 on host1; balanced/2^5 on host2, host3',
                       details)
-        # Only the check that found it fails.
-        self.assertEqual(OK, results['Local settings'][0])
+        # These files (compatible) side with host1; the check says whom
+        # they differ from.
+        self.assertEqual(
+            (WARNING, '[ironic_multi] ring_algorithm/hash_partition_exponent '
+             "is compatible/2^5 in this command's files and balanced/2^5 on "
+             'host2, host3, which divide all nodes. Run this command with '
+             'the nova.conf of a compute of that scope (its [ironic_multi] '
+             'and [ironic] options), or give it the same options.'),
+            results['Local settings'])
 
     def test_hosts_with_different_peer_lists_fail(self) -> None:
         self.flags(peer_list=['host1', 'host2'], group='ironic_multi')
@@ -341,3 +349,92 @@ class PublishSettingsJobTest(base.DriverTestCase):
             self.assertTrue(self.driver.get_available_nodes())
         self.assertEqual(1, log.output.count(
             'Cannot publish the settings of this host (host1)'))
+
+
+class SettingsCheckTest(base.DriverTestCase):
+    """The operator command says when it divides otherwise than the hosts.
+
+    ``shards apply`` refuses to label for another division.
+    """
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.flags(service_down_time=24 * 3600)
+        self.g1 = [self.ironic.add_node(conductor_group='g1')
+                   for _ in range(4)]
+        self.g2 = [self.ironic.add_node(conductor_group='g2')
+                   for _ in range(2)]
+        for host in ('host1', 'host2'):
+            self.make_service(host)
+        self.flags(partition_key='g1', peer_list=['host1', 'host2'],
+                   group='ironic_multi')
+        drivers = self.fleet_drivers(('host1', 'host2'))
+        for drv in drivers.values():
+            drv.get_available_nodes()
+
+    def command(self, *argv: str) -> tuple[int, dict[str, Any], str]:
+        out, err = io.StringIO(), io.StringIO()
+        if argv[0] == 'ring':
+            command = types.SimpleNamespace(name='ring', action=argv[1],
+                                            format='json', add=[],
+                                            remove=[])
+        else:
+            command = types.SimpleNamespace(
+                name='shards', action=argv[1], count=2, relabel_all=False,
+                format='json')
+        code = cli.run(command, out, err)
+        return code, json.loads(out.getvalue() or '{}'), err.getvalue()
+
+    def test_the_same_files_warn_nothing(self) -> None:
+        code, data, _ = self.command('ring', 'show')
+        self.assertEqual((0, []), (code, data['settings_differ']))
+
+    def test_files_without_the_hosts_group_warn_and_apply_refuses(
+            self) -> None:
+        # A controller's nova.conf: no [ironic_multi] partition_key.
+        self.flags(partition_key=None, peer_list=[], group='ironic_multi')
+        code, data, _ = self.command('ring', 'show')
+        self.assertEqual(0, code)
+        self.assertEqual(
+            ["No running host divides all nodes, as this command's files "
+             "say; the hosts divide conductor group 'g1' (host1, host2). "
+             + settings_check.FIX], data['settings_differ'])
+        code, data, _ = self.command('ring', 'simulate')
+        self.assertEqual(1, len(data['settings_differ']))
+        code, data, _ = self.command('shards', 'plan')
+        self.assertEqual((0, 1), (code, len(data['settings_differ'])))
+        code, data, err = self.command('shards', 'apply')
+        self.assertEqual(2, code)
+        self.assertIn('Refusing to write shard labels', err)
+        self.assertIn('Nothing was written', err)
+        # Ironic's view: no node labelled.
+        self.assertEqual(
+            {None}, {self.ironic.nodes[n].get('shard')
+                     for n in self.g1 + self.g2})
+
+    def test_another_ring_is_named_with_its_hosts(self) -> None:
+        self.flags(ring_algorithm='balanced', group='ironic_multi')
+        code, data, _ = self.command('ring', 'show')
+        (line,) = data['settings_differ']
+        self.assertIn('ring_algorithm/hash_partition_exponent is '
+                      "balanced/2^5 in this command's files and "
+                      'compatible/2^5 on host1, host2, which divide '
+                      "conductor group 'g1'", line)
+
+    def test_placement_away_is_said_not_fatal(self) -> None:
+        self.useFixture(fixtures.MockPatchObject(
+            published, 'read',
+            side_effect=marker.MarkerError('cannot reach placement: x')))
+        code, data, _ = self.command('ring', 'show')
+        self.assertEqual(0, code)
+        self.assertIn('Cannot read the settings the hosts publish',
+                      data['settings_differ'][0])
+
+    def test_nothing_published_compares_nothing(self) -> None:
+        self.markers.settings.clear()
+        self.flags(partition_key=None, peer_list=[], group='ironic_multi')
+        self.assertEqual([], settings_check.differences(
+            partition.Partition('x', partition.Scope(), None,
+                                'servicegroup', 'compatible', 5), {}))
+        code, data, _ = self.command('ring', 'show')
+        self.assertEqual([], data['settings_differ'])
