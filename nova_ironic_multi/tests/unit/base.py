@@ -38,16 +38,22 @@ from nova_ironic_multi import metrics
 from nova_ironic_multi.tests.unit import fake_ironic
 
 
+def ironic_compute_node(ctxt: Any, host: str, node: str,
+                        node_uuid: str | None = None) -> None:
+    """An Ironic compute node record of ``host`` for ``node``."""
+    objects.ComputeNode(
+        ctxt, host=host, hypervisor_hostname=node,
+        uuid=node_uuid or str(uuid.uuid4()), hypervisor_type='ironic',
+        hypervisor_version=1, vcpus=0, memory_mb=0, local_gb=0,
+        vcpus_used=0, memory_mb_used=0, local_gb_used=0,
+        cpu_info='', disk_available_least=0, free_ram_mb=0,
+        free_disk_gb=0, current_workload=0, running_vms=0).create()
+
+
 def seed_compute_nodes(ctxt: Any, hosts: Any) -> None:
     """One Ironic compute node per host, so servicegroup counts each."""
     for host in hosts:
-        objects.ComputeNode(
-            ctxt, host=host, hypervisor_hostname='seed-' + host,
-            uuid=str(uuid.uuid4()), hypervisor_type='ironic',
-            hypervisor_version=1, vcpus=0, memory_mb=0, local_gb=0,
-            vcpus_used=0, memory_mb_used=0, local_gb_used=0,
-            cpu_info='', disk_available_least=0, free_ram_mb=0,
-            free_disk_gb=0, current_workload=0, running_vms=0).create()
+        ironic_compute_node(ctxt, host, 'seed-' + host)
 
 
 

@@ -56,14 +56,7 @@ class CliCellsTest(base.DriverTestCase):
             svc.create()
             self.markers.publish(host, svc.uuid)
             for node in nodes:
-                objects.ComputeNode(
-                    cctxt, host=host, hypervisor_hostname=node,
-                    uuid=node, hypervisor_type='ironic',
-                    hypervisor_version=1, vcpus=0, memory_mb=0, local_gb=0,
-                    vcpus_used=0, memory_mb_used=0, local_gb_used=0,
-                    cpu_info='', disk_available_least=0, free_ram_mb=0,
-                    free_disk_gb=0, current_workload=0,
-                    running_vms=0).create()
+                base.ironic_compute_node(cctxt, host, node, node)
 
     def show(self) -> tuple[dict[str, Any], str]:
         fleet = fleet_mod.gather(CONF)

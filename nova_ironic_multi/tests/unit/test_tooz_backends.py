@@ -31,22 +31,30 @@ from nova_ironic_multi.tests.unit import base
 REDIS_URL = os.environ.get('NIM_REDIS_URL', 'redis://127.0.0.1:6379')
 
 
+def fake_driver(tmp_path: pathlib.Path, scheme: str,
+                source: str) -> Iterator[str]:
+    """A tooz driver installed under ``scheme`` for the test: its URL."""
+    module = 'nim_%s_tooz' % scheme
+    (tmp_path / ('%s.py' % module)).write_text(textwrap.dedent(source))
+    dist = tmp_path / ('%s-1.0.dist-info' % module)
+    dist.mkdir()
+    (dist / 'METADATA').write_text(
+        'Metadata-Version: 2.1\nName: %s\nVersion: 1.0\n'
+        % module.replace('_', '-'))
+    (dist / 'entry_points.txt').write_text(
+        '[tooz.backends]\n%s = %s:Driver\n' % (scheme, module))
+    sys.path.insert(0, str(tmp_path))
+    yield '%s://127.0.0.1' % scheme
+    sys.path.remove(str(tmp_path))
+    sys.modules.pop(module, None)
+
+
 @pytest.fixture
 def broken_driver(tmp_path: pathlib.Path) -> Iterator[str]:
     """A tooz driver, scheme ``nimbroken``, whose client is not installed."""
-    (tmp_path / 'nim_broken_tooz.py').write_text(textwrap.dedent('''
+    yield from fake_driver(tmp_path, 'nimbroken', '''
         import nim_no_such_client  # noqa
-    '''))
-    dist = tmp_path / 'nim_broken_tooz-1.0.dist-info'
-    dist.mkdir()
-    (dist / 'METADATA').write_text(
-        'Metadata-Version: 2.1\nName: nim-broken-tooz\nVersion: 1.0\n')
-    (dist / 'entry_points.txt').write_text(
-        '[tooz.backends]\nnimbroken = nim_broken_tooz:Driver\n')
-    sys.path.insert(0, str(tmp_path))
-    yield 'nimbroken://127.0.0.1'
-    sys.path.remove(str(tmp_path))
-    sys.modules.pop('nim_broken_tooz', None)
+    ''')
 
 
 def unusable(url: str | None) -> str:
@@ -97,7 +105,7 @@ def forever_driver(tmp_path: pathlib.Path) -> Iterator[str]:
 
     Its members never expire: it has no timeout this product can set.
     """
-    (tmp_path / 'nim_forever_tooz.py').write_text(textwrap.dedent('''
+    yield from fake_driver(tmp_path, 'nimforever', '''
         from tooz import coordination
 
         class Driver(coordination.CoordinationDriver):
@@ -106,17 +114,7 @@ def forever_driver(tmp_path: pathlib.Path) -> Iterator[str]:
             def get_members(self, *a, **k): pass
             def get_member_capabilities(self, *a, **k): pass
             def get_members_with_capabilities(self, *a, **k): pass
-    '''))
-    dist = tmp_path / 'nim_forever_tooz-1.0.dist-info'
-    dist.mkdir()
-    (dist / 'METADATA').write_text(
-        'Metadata-Version: 2.1\nName: nim-forever-tooz\nVersion: 1.0\n')
-    (dist / 'entry_points.txt').write_text(
-        '[tooz.backends]\nnimforever = nim_forever_tooz:Driver\n')
-    sys.path.insert(0, str(tmp_path))
-    yield 'nimforever://127.0.0.1'
-    sys.path.remove(str(tmp_path))
-    sys.modules.pop('nim_forever_tooz', None)
+    ''')
 
 
 def test_a_driver_whose_members_never_expire_is_refused(

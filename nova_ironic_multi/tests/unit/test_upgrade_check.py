@@ -260,14 +260,7 @@ class TwoCellsTest(base.DriverTestCase):
                                       topic='compute', report_count=1)
                 svc.create()
                 self.markers.publish(svc.host, svc.uuid)
-                objects.ComputeNode(
-                    cctxt, host=svc.host, hypervisor_hostname=node,
-                    uuid=node, hypervisor_type='ironic',
-                    hypervisor_version=1, vcpus=0, memory_mb=0, local_gb=0,
-                    vcpus_used=0, memory_mb_used=0, local_gb_used=0,
-                    cpu_info='', disk_available_least=0, free_ram_mb=0,
-                    free_disk_gb=0, current_workload=0,
-                    running_vms=0).create()
+                base.ironic_compute_node(cctxt, svc.host, node, node)
         code, results = UpgradeCheckTest.check(self)  # type: ignore[arg-type]
         verdict, details = results['One cell per scope']
         self.assertEqual(FAILURE, verdict)
