@@ -167,8 +167,9 @@ class Fleet:
     #: (:mod:`cmd.takeover_records`).
     takeovers: list[Any] = dataclasses.field(default_factory=list)
     #: How this command's partition options differ from the running
-    #: hosts' (:mod:`cmd.settings_check`).
+    #: hosts' (:mod:`cmd.settings_check`), and why that could not be told.
     settings_differ: list[str] = dataclasses.field(default_factory=list)
+    settings_unread: str | None = None
 
     @property
     def unknown(self) -> list[nodeinfo.NodeInfo]:
@@ -400,9 +401,9 @@ def gather(conf: cfg.ConfigOpts, shards: bool = False) -> Fleet:
                   deleted_hosts=nova.deleted_hosts, client=client,
                   shard_counts=counts, ring_cache=cache,
                   cell_conflicts=conflicts,
-                  takeovers=takeover_records.recent(cells),
-                  settings_differ=settings_check.check(
-                      part, nova.services, api.service_is_up))
+                  takeovers=takeover_records.recent(cells))
+    fleet.settings_differ, fleet.settings_unread = settings_check.check(
+        part, nova.services, api.service_is_up)
     divide(fleet)
     return fleet
 

@@ -151,6 +151,7 @@ def show(fleet: fleet_mod.Fleet, out: TextIO, fmt: str) -> int:
         'cell_conflicts': list(fleet.cell_conflicts),
         'recent_takeovers': [t.as_dict() for t in fleet.takeovers],
         'settings_differ': list(fleet.settings_differ),
+        'settings_unread': fleet.settings_unread,
     }
     text = [
         'Scope: %s; peers: %s; membership: %s; ring: %s' % (
@@ -224,6 +225,8 @@ def show(fleet: fleet_mod.Fleet, out: TextIO, fmt: str) -> int:
 
 def settings_warnings(fleet: fleet_mod.Fleet) -> list[str]:
     """The lines that say this command divides otherwise than the hosts."""
+    if fleet.settings_unread:
+        return ['', 'Note: %s' % fleet.settings_unread]
     if not fleet.settings_differ:
         return []
     return ['', 'Warning: this division is this command\'s, not the '
@@ -358,7 +361,8 @@ def explain(fleet: fleet_mod.Fleet, node_uuid: str, out: TextIO,
         'instance_uuid': node.instance_uuid,
         'conductor_group': node.conductor_group,
         'shard': node.shard, 'divide': part.divide,
-        'settings_differ': list(fleet.settings_differ)}
+        'settings_differ': list(fleet.settings_differ),
+        'settings_unread': fleet.settings_unread}
     text = '\n'.join([
         'Node %s (%s, conductor group %r%s)' % (
             node.uuid, node.provision_state, node.conductor_group,
@@ -411,6 +415,7 @@ def simulate(fleet: fleet_mod.Fleet, add: Sequence[str],
         'per_host': {h: {'before': b, 'after': a}
                      for h, (b, a) in counts.items()},
         'settings_differ': list(fleet.settings_differ),
+        'settings_unread': fleet.settings_unread,
     }
     lines = [
         'Members: %s -> %s' % (','.join(sorted(fleet.members)) or '-',

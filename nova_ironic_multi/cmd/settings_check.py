@@ -89,10 +89,15 @@ def running(services: Iterable[Any], up: Any) -> dict[str, published.Settings]:
 
 
 def check(part: partition_mod.Partition, services: Iterable[Any],
-          up: Any) -> list[str]:
-    """:func:`differences` against the running hosts; never raises."""
+          up: Any) -> tuple[list[str], str | None]:
+    """:func:`differences` against the running hosts; never raises.
+
+    :returns: the differences, and why the hosts' settings could not be
+        read (None when they were).
+    """
     try:
-        return differences(part, running(services, up))
+        return differences(part, running(services, up)), None
     except marker.MarkerError as e:
-        return ['Cannot read the settings the hosts publish, so this '
-                'command cannot tell whether it divides as they do: %s' % e]
+        return [], ('Cannot read the settings the hosts publish, so this '
+                    'command cannot tell whether it divides as they do: %s'
+                    % e)

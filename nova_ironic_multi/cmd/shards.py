@@ -224,6 +224,7 @@ def _describe(fleet: fleet_mod.Fleet, p: Plan, done: Applied | None
             {'node': u, 'from': a, 'to': b} for u, a, b in p.moves],
         'applied': done is not None and done.complete,
         'settings_differ': list(fleet.settings_differ),
+        'settings_unread': fleet.settings_unread,
     }
     if p.moves_if_shards is not None:
         data['free_nodes_changing_hands_with_divide_shards'] = len(

@@ -108,8 +108,8 @@ class Checks(upgradecheck.UpgradeCommands):
             part = self._partition()
         except (partition_mod.InvalidPartition, loader.PluginError) as e:
             return Result(Code.FAILURE, str(e))
-        differ = settings_check.check(part, self._services(),
-                                      servicegroup.API().service_is_up)
+        differ, _ = settings_check.check(
+            part, self._services(), servicegroup.API().service_is_up)
         if differ:
             return Result(Code.WARNING, ' '.join(differ))
         return Result(Code.SUCCESS, 'These files divide %s: %s.' % (
