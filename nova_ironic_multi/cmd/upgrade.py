@@ -29,9 +29,12 @@ from typing import Any, TextIO
 
 from ironicclient import exc as ir_exc
 from nova import context as nova_context
+from nova import exception as nova_exc
 from nova import objects
 from nova import servicegroup
 from oslo_config import cfg
+from oslo_db import exception as db_exc
+import oslo_messaging
 from oslo_upgradecheck import upgradecheck
 
 from nova_ironic_multi.cmd import fleet
@@ -47,6 +50,18 @@ from nova_ironic_multi.membership import published
 
 Code = upgradecheck.Code
 Result = upgradecheck.Result
+
+#: What reading nova's databases may raise when they cannot be read: not
+#: configured, unreachable, or (on a compute host) the conductor away.
+NOVA_ERRORS = (nova_exc.NovaException, db_exc.DBError,
+               db_exc.CantStartEngineError, oslo_messaging.MessagingException)
+
+
+def _nova_down(error: Exception) -> Result:
+    return Result(Code.FAILURE, (
+        "Cannot read nova's databases: %s. Run the check where nova-manage "
+        "runs, with nova's configuration ([api_database] connection and the "
+        "cells' databases).") % (str(error) or type(error).__name__))
 
 #: The module nova imports for ``compute_driver = nova_ironic_multi.X``.
 SHIM = 'nova.virt.nova_ironic_multi'
@@ -108,8 +123,12 @@ class Checks(upgradecheck.UpgradeCommands):
             part = self._partition()
         except (partition_mod.InvalidPartition, loader.PluginError) as e:
             return Result(Code.FAILURE, str(e))
+        try:
+            services = self._services()
+        except NOVA_ERRORS:
+            services = []   # the next check says nova cannot be read
         differ, _ = settings_check.check(
-            part, self._services(), servicegroup.API().service_is_up)
+            part, services, servicegroup.API().service_is_up)
         if differ:
             return Result(Code.WARNING, ' '.join(differ))
         return Result(Code.SUCCESS, 'These files divide %s: %s.' % (
@@ -125,6 +144,8 @@ class Checks(upgradecheck.UpgradeCommands):
         except marker.MarkerError as e:
             return Result(Code.FAILURE, 'Cannot read what the hosts '
                           'publish: %s' % e)
+        except NOVA_ERRORS as e:
+            return _nova_down(e)
         api = servicegroup.API()
         up = [svc for svc in services if api.service_is_up(svc)]
         scopes: dict[str, dict[tuple[tuple[str, str], ...], list[str]]] = (
@@ -231,6 +252,8 @@ class Checks(upgradecheck.UpgradeCommands):
                           '(see the first check).')
         except (ironic.IronicError, membership.MembershipUnavailable) as e:
             return Result(Code.FAILURE, 'Cannot read the fleet: %s' % e)
+        except NOVA_ERRORS as e:
+            return _nova_down(e)
         if view.cell_conflicts:
             return Result(Code.FAILURE, '; '.join(view.cell_conflicts) + (
                 '. The computes of each cell see only their cell: move the '

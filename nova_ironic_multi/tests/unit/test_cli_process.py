@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import subprocess
@@ -94,3 +95,28 @@ def test_invalid_partition_options_are_refused(tmp_path: pathlib.Path,
     assert result.returncode == 2, result.stderr
     assert '[ironic' in result.stderr
     assert 'Traceback' not in result.stderr
+
+
+def test_upgrade_check_explains_what_it_cannot_read(
+        tmp_path: pathlib.Path) -> None:
+    # On a host without nova's databases configured, Ironic away: every
+    # check answers, none breaks (no 255, no traceback).
+    conf = tmp_path / 'nova.conf'
+    conf.write_text('[DEFAULT]\ncompute_driver = '
+                    'nova_ironic_multi.IronicDriver\n[ironic]\n'
+                    'endpoint_override = http://127.0.0.1:9/\n')
+    result = run('upgrade', 'check', '--format', 'json', conf=conf)
+    assert result.returncode == 2, result.stderr
+    checks = {c['check']: (c['result'], c['details'])
+              for c in json.loads(result.stdout)['checks']}
+    assert checks['Local settings'][0] == 0, checks
+    verdict, details = checks['Same settings in each scope']
+    assert verdict == 2 and "Cannot read nova's databases" in details
+    assert checks['Ironic API version'][0] == 2
+    assert 'Connection refused' in checks['Ironic API version'][1]
+    assert checks['nova.virt shim'][0] == 0
+    assert 'Traceback' not in result.stderr
+    # The table nova-status prints, and the same exit code.
+    table = run('upgrade', 'check', conf=conf)
+    assert table.returncode == 2
+    assert 'Check: nova.virt shim' in table.stdout
