@@ -75,6 +75,10 @@ class Host:
     foreign: str | None = None
     #: The cell of its service (None: not read).
     cell: str | None = None
+    #: The nodes it divides, as it published them (None: not published,
+    #: or not knowable): a host moved to another conductor group keeps no
+    #: node of this scope, its instances' included.
+    scope: partition.Scope | None = None
 
     @property
     def state(self) -> str:
@@ -402,8 +406,11 @@ def gather(conf: cfg.ConfigOpts, shards: bool = False) -> Fleet:
                   shard_counts=counts, ring_cache=cache,
                   cell_conflicts=conflicts,
                   takeovers=takeover_records.recent(cells))
-    fleet.settings_differ, fleet.settings_unread = settings_check.check(
-        part, nova.services, api.service_is_up)
+    fleet.settings_differ, fleet.settings_unread, by_host = (
+        settings_check.check(part, nova.services, api.service_is_up))
+    for name, settings in by_host.items():
+        if name in hosts:
+            hosts[name].scope = settings_check.scope_of(settings)
     divide(fleet)
     return fleet
 
@@ -442,5 +449,11 @@ def divide(fleet: Fleet) -> None:
                       for name, host in fleet.hosts.items() if host.running},
         fleet.members, fleet.partition, fleet.shard_counts,
         fleet.ring_cache)
+    by_uuid = {n.uuid: n for n in fleet.in_scope}
     for name, division in divisions.items():
-        fleet.hosts[name].managed = set(division.owned)
+        scope = fleet.hosts[name].scope
+        # A host manages only nodes of the scope it divides (published).
+        fleet.hosts[name].managed = {
+            n for n in division.owned if scope is None or (
+                n in by_uuid and scope.contains(by_uuid[n].conductor_group,
+                                                by_uuid[n].shard))}

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from nova_ironic_multi.cmd import fleet as fleet_mod
 from nova_ironic_multi.cmd import output
+from nova_ironic_multi.cmd import settings_check
 from nova_ironic_multi.cmd import shards
 from nova_ironic_multi.cmd import takeover
 from nova_ironic_multi.division import ownership
@@ -118,6 +119,7 @@ def show(fleet: fleet_mod.Fleet, out: TextIO, fmt: str) -> int:
     balance = _balance(member_free)
     # Hosts whose instances' nodes nobody manages: not running, and so
     # neither keeping them (rule 1) nor letting anyone else (rule 3).
+    elsewhere = settings_check.elsewhere(fleet.hosts, part.scope)
     stranded = sorted(name for name, h in fleet.hosts.items()
                       if (h.with_instance or h.orphaned) and not h.running)
     scopes = takeover.Scopes(fleet.client) if fleet.client else None
@@ -141,7 +143,10 @@ def show(fleet: fleet_mod.Fleet, out: TextIO, fmt: str) -> int:
         'balance_peak_to_mean': balance,
         'orphaned_nodes': orphans,
         'nodes_with_unknown_instance': unknown,
-        'hosts_not_managing_their_instances': stranded,
+        'hosts_not_managing_their_instances': stranded + sorted(elsewhere),
+        'hosts_dividing_another_scope': {
+            name: {'scope': _scope(fleet, name), 'nodes': nodes}
+            for name, nodes in elsewhere.items()},
         'advice': advised,
         # Per stranded host: what a takeover moves, and why each other
         # host would be refused as its destination (null: accepted).
@@ -180,6 +185,15 @@ def show(fleet: fleet_mod.Fleet, out: TextIO, fmt: str) -> int:
                                     'not a live peer'))
     for name in stranded:
         text.append('Warning: %s' % advised[name])
+    for name, nodes in elsewhere.items():
+        text.append(
+            'Warning: %s divides %s now (as it publishes), so nobody '
+            'manages the %d node(s) of its servers in %s, and their servers '
+            'cannot be acted on. Move it back to this scope, then hand its '
+            'servers over before moving it (operations guide, "Moving a '
+            'host to another conductor group").' % (
+                name, _scope(fleet, name), len(nodes),
+                part.scope.describe()))
     if fleet.cell_conflicts:
         text += ['', 'Warning: One Ironic scope belongs to one cell. A '
                  'compute sees only the services and compute nodes of its '
@@ -218,19 +232,14 @@ def show(fleet: fleet_mod.Fleet, out: TextIO, fmt: str) -> int:
     if fleet.partition.by_shard:
         data['shards'], shard_text = shards.section(fleet)
         text += ['', shard_text]
-    text += settings_warnings(fleet)
+    text += settings_check.lines(fleet.settings_differ, fleet.settings_unread)
     output.emit(out, fmt, data, '\n'.join(text))
     return 0
 
 
-def settings_warnings(fleet: fleet_mod.Fleet) -> list[str]:
-    """The lines that say this command divides otherwise than the hosts."""
-    if fleet.settings_unread:
-        return ['', 'Note: %s' % fleet.settings_unread]
-    if not fleet.settings_differ:
-        return []
-    return ['', 'Warning: this division is this command\'s, not the '
-            'running hosts\':'] + ['  %s' % d for d in fleet.settings_differ]
+def _scope(fleet: fleet_mod.Fleet, name: str) -> str:
+    scope = fleet.hosts[name].scope
+    return scope.describe() if scope is not None else 'an unknown scope'
 
 
 def _why(fleet: fleet_mod.Fleet, node: nodeinfo.NodeInfo,
@@ -371,7 +380,7 @@ def explain(fleet: fleet_mod.Fleet, node_uuid: str, out: TextIO,
         'Why: %s' % rule,
         'Takes over if it leaves, in order: %s' % (
             ', '.join(after) or 'nobody'),
-    ] + settings_warnings(fleet))
+    ] + settings_check.lines(fleet.settings_differ, fleet.settings_unread))
     output.emit(out, fmt, data, text)
     return 0
 
@@ -437,6 +446,6 @@ def simulate(fleet: fleet_mod.Fleet, add: Sequence[str],
         lines.append('divide = shards: %d shard(s) change hands, each with '
                      'its free nodes; the nodes without a shard are divided '
                      'node by node.' % len(changed))
-    lines += settings_warnings(fleet)
+    lines += settings_check.lines(fleet.settings_differ, fleet.settings_unread)
     output.emit(out, fmt, data, '\n'.join(lines))
     return 0

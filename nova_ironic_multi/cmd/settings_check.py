@@ -89,15 +89,53 @@ def running(services: Iterable[Any], up: Any) -> dict[str, published.Settings]:
 
 
 def check(part: partition_mod.Partition, services: Iterable[Any],
-          up: Any) -> tuple[list[str], str | None]:
+          up: Any) -> tuple[list[str], str | None,
+                            dict[str, published.Settings]]:
     """:func:`differences` against the running hosts; never raises.
 
-    :returns: the differences, and why the hosts' settings could not be
-        read (None when they were).
+    :returns: the differences, why the hosts' settings could not be read
+        (None when they were), and what each running host published.
     """
     try:
-        return differences(part, running(services, up)), None
+        by_host = running(services, up)
     except marker.MarkerError as e:
         return [], ('Cannot read the settings the hosts publish, so this '
                     'command cannot tell whether it divides as they do: %s'
-                    % e)
+                    % e), {}
+    return differences(part, by_host), None, by_host
+
+
+def scope_of(settings: published.Settings) -> partition_mod.Scope | None:
+    """The nodes a host published that it divides.
+
+    None when not knowable: a value too long for the trait was published
+    as its digest.
+    """
+    values = (settings.conductor_group, settings.shard)
+    if any(v is not None and v.startswith('#') for v in values):
+        return None
+    return partition_mod.Scope(*values)
+
+
+def elsewhere(hosts: Mapping[str, Any], scope: partition_mod.Scope
+              ) -> dict[str, list[str]]:
+    """Running hosts that divide another scope than ``scope`` (as they
+    publish) -> the nodes of their servers in it, which nobody manages.
+    """
+    found = {}
+    for name, host in sorted(hosts.items()):
+        kept = (host.with_instance | host.orphaned) - host.managed
+        if (host.running and host.scope is not None and
+                host.scope != scope and kept):
+            found[name] = sorted(kept)
+    return found
+
+
+def lines(differ: list[str], unread: str | None) -> list[str]:
+    """The output lines of a comparison (none when all is the same)."""
+    if unread:
+        return ['', 'Note: %s' % unread]
+    if not differ:
+        return []
+    return ['', 'Warning: this division is this command\'s, not the '
+            'running hosts\':'] + ['  %s' % d for d in differ]

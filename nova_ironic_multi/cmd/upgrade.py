@@ -127,7 +127,7 @@ class Checks(upgradecheck.UpgradeCommands):
             services = self._services()
         except NOVA_ERRORS:
             services = []   # the next check says nova cannot be read
-        differ, _ = settings_check.check(
+        differ, _, _ = settings_check.check(
             part, services, servicegroup.API().service_is_up)
         if differ:
             return Result(Code.WARNING, ' '.join(differ))

@@ -37,6 +37,7 @@ from nova_ironic_multi.cmd import settings_check
 from nova_ironic_multi.cmd import upgrade
 from nova_ironic_multi.division import partition
 from nova_ironic_multi import ironic
+from nova_ironic_multi.ironic import states
 from nova_ironic_multi.membership import marker
 from nova_ironic_multi.membership import published
 from nova_ironic_multi.tests.unit import base
@@ -361,8 +362,8 @@ class SettingsCheckTest(base.DriverTestCase):
             self.make_service(host)
         self.flags(partition_key='g1', peer_list=['host1', 'host2'],
                    group='ironic_multi')
-        drivers = self.fleet_drivers(('host1', 'host2'))
-        for drv in drivers.values():
+        self.drivers = self.fleet_drivers(('host1', 'host2'))
+        for drv in self.drivers.values():
             drv.get_available_nodes()
 
     def command(self, *argv: str) -> tuple[int, dict[str, Any], str]:
@@ -413,6 +414,36 @@ class SettingsCheckTest(base.DriverTestCase):
                       "balanced/2^5 in this command's files and "
                       'compatible/2^5 on host1, host2, which divide '
                       "conductor group 'g1'", line)
+
+    def test_a_host_moved_to_another_group_keeps_none_of_its_nodes_here(
+            self) -> None:
+        # host1 has a server on a g1 node, and is moved to g2 (reloaded)
+        # without handing it over: its period, and now ring show, manage
+        # that node no more; nobody does.
+        inst = self.make_instance(host='host1')
+        node = self.g1[0]
+        self.ironic.nodes[node].update(instance_uuid=inst.uuid,
+                                       provision_state=states.ACTIVE)
+        self.flags(partition_key='g2', peer_list=['host1'],
+                   group='ironic_multi')
+        self.assertNotIn(node, self.drivers['host1'].get_available_nodes())
+        self.flags(partition_key='g1', peer_list=['host1', 'host2'],
+                   group='ironic_multi')
+        self.assertNotIn(node, self.drivers['host2'].get_available_nodes())
+        code, data, _ = self.command('ring', 'show')
+        hosts = {h['host']: h for h in data['hosts']}
+        self.assertNotIn(node, hosts['host1']['managed'] +
+                         hosts['host2']['managed'])
+        self.assertEqual(
+            {'host1': {'scope': "conductor group 'g2'", 'nodes': [node]}},
+            data['hosts_dividing_another_scope'])
+        self.assertIn('host1', data['hosts_not_managing_their_instances'])
+        out = io.StringIO()
+        cli.run(types.SimpleNamespace(name='ring', action='show',
+                                      format='table'), out, io.StringIO())
+        self.assertIn("Warning: host1 divides conductor group 'g2' now (as "
+                      "it publishes), so nobody manages the 1 node(s) of "
+                      "its servers in conductor group 'g1'", out.getvalue())
 
     def test_placement_away_is_said_not_fatal(self) -> None:
         self.useFixture(fixtures.MockPatchObject(
