@@ -81,6 +81,7 @@ class Checks(upgradecheck.UpgradeCommands):
         self._conf = conf
         self._part: partition_mod.Partition | None = None
         self._client: ironic.Ironic | None = None
+        self._read: list[Any] | None = None
 
     # Helpers ---------------------------------------------------------------
 
@@ -112,11 +113,13 @@ class Checks(upgradecheck.UpgradeCommands):
     # The checks ------------------------------------------------------------
 
     def _services(self) -> list[Any]:
-        """Every cell's nova-compute services."""
-        ctxt = nova_context.get_admin_context()
-        return [svc for _, cctxt in fleet.every_cell(ctxt)
-                for svc in objects.ServiceList.get_by_binary(
-                    cctxt, 'nova-compute', include_disabled=True)]
+        """Every cell's nova-compute services (read once per run)."""
+        if self._read is None:
+            ctxt = nova_context.get_admin_context()
+            self._read = [svc for _, cctxt in fleet.every_cell(ctxt)
+                          for svc in objects.ServiceList.get_by_binary(
+                              cctxt, 'nova-compute', include_disabled=True)]
+        return self._read
 
     def _check_local(self) -> Result:
         try:
