@@ -114,6 +114,13 @@ NODES_LEAKED = Counter(
     'Nodes an action left holding an instance it gave up on (logged '
     'LEAKED; a period undoes them once Ironic allows).', registry=REGISTRY)
 
+LISTING_RESYNCS = Counter(
+    _PREFIX + 'listing_resyncs',
+    'With listing = delta, periods that listed the nodes in full, by '
+    'reason: start (nothing kept), scheduled (delta_resync_periods), '
+    'anomaly (the change feed could not be trusted).', ['reason'],
+    registry=REGISTRY)
+
 IN_TASK_STATE = Gauge(
     _PREFIX + 'instances_in_task_state',
     'This host\'s instances holding a task state (an action under way), '

@@ -19,6 +19,7 @@ in-tree driver changes only ``compute_driver``.
 from oslo_config import cfg
 
 from nova_ironic_multi.conf import hosts_opts
+from nova_ironic_multi.conf import listing_opts
 from nova_ironic_multi.conf import status_opts
 from nova_ironic_multi.conf import wait_opts
 
@@ -293,9 +294,10 @@ ironic_wait_opts = wait_opts.OPTS
 takeover_opts = hosts_opts.takeover_opts
 drain_opts = hosts_opts.drain_opts
 health_opts = status_opts.OPTS
+node_listing_opts = listing_opts.OPTS
 
 ALL_OPTS = (partition_opts + tooz_opts + ironic_wait_opts + takeover_opts +
-            drain_opts + health_opts)
+            drain_opts + health_opts + node_listing_opts)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

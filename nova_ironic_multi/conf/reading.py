@@ -44,7 +44,11 @@ PARTITION = (('ironic_multi', 'partition_key'), ('ironic_multi', 'peer_list'),
 #: and then every read of it fails.
 MUTABLE = PARTITION + (('ironic_multi', 'takeover'),
                        ('ironic_multi', 'drain_on_stop'),
-                       ('ironic_multi', 'state_file'))
+                       ('ironic_multi', 'state_file'),
+                       ('ironic_multi', 'listing'),
+                       ('ironic_multi', 'delta_overlap'),
+                       ('ironic_multi', 'delta_check_periods'),
+                       ('ironic_multi', 'delta_resync_periods'))
 
 #: Options read at start only (oslo.config keeps their old value on a
 #: reload), whose new value a reload checks all the same: one that cannot

@@ -27,6 +27,7 @@ and their classification :mod:`.errors`; the listing's pages :mod:`.pages`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+import datetime
 import itertools
 from typing import Any
 
@@ -64,10 +65,24 @@ CREDENTIAL_OPTIONS = connection.CREDENTIAL_OPTIONS
 version_tuple = connection.version_tuple
 Retry = session.Retry
 NodePages = pages.NodePages
+Changed = pages.Changed
 #: Shard names per listing request: ``shard=a,b,...`` travels in the URL.
 SHARDS_PER_REQUEST = 50
 #: The name ``GET /v1/shards`` counts the nodes without a shard under.
 UNSHARDED = 'None'
+
+
+def parse_time(value: Any) -> datetime.datetime | None:
+    """An Ironic timestamp (ISO 8601; naive ones are UTC), or None."""
+    if value is None:
+        return None
+    if isinstance(value, datetime.datetime):
+        when = value
+    else:
+        when = datetime.datetime.fromisoformat(str(value))
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return when
 
 
 class Ironic(session.Session):
@@ -178,6 +193,71 @@ class Ironic(session.Session):
                 return found
             marker = page[-1].uuid
         raise AssertionError('unreachable')
+
+    def changed_nodes(self, limit: int,
+                      marker: str | None = None) -> pages.Changed:
+        """A page of every node, most recently changed first.
+
+        Sorted by ``updated_at`` descending (Ironic cannot filter on it nor
+        serve it among ``fields``), with no scope filter: a change that
+        moved a node out of a scope must be seen too. The nodes carry
+        ``conductor_group`` and, on API 1.82, ``shard``. Never retried.
+        """
+        fields = list(nodeinfo.LISTING_FIELDS) + ['conductor_group']
+        if self.version >= SHARD_VERSION:
+            fields.append(nodeinfo.SHARD_FIELD)
+        found, more = self._call(
+            'list', 'page', retry=Retry.NEVER, manager='node_pages',
+            marker=marker, limit=limit, sort_key='updated_at',
+            sort_dir='desc', fields=fields)
+        pages_seen = getattr(self._client, 'node_pages', None)
+        return pages.Changed([nodeinfo.NodeInfo.from_api(n) for n in found],
+                       bool(more) and len(found) >= limit,
+                       pages_seen.clock() if pages_seen is not None else None)
+
+    def updated_at(self, node_uuid: str) -> datetime.datetime | None:
+        """When Ironic last changed the node (None: never since enrolled).
+
+        One request, never retried.
+
+        :raises NodeNotFound: the node is gone.
+        """
+        node = self._call('get', 'get', node_uuid, retry=Retry.NEVER,
+                          fields=['uuid', 'updated_at'])
+        return parse_time(getattr(node, 'updated_at', None))
+
+    def node_uuids(self, scope: partition.Scope,
+                   shards: Sequence[str] | None = None,
+                   sharded: bool | None = None) -> set[str]:
+        """The UUIDs :meth:`list_nodes` would list, read with only ``uuid``.
+
+        The same filters, page by page; never retried.
+        """
+        filters: dict[str, Any] = {'fields': ['uuid']}
+        if scope.conductor_group is not None:
+            filters['conductor_group'] = scope.conductor_group
+        if sharded is not None:
+            filters['sharded'] = sharded
+        # As list_nodes asks: the scope's shard wins over ``shards``.
+        names = ([scope.shard] if scope.shard is not None else
+                 sorted(set(shards)) if shards is not None else None)
+        if names is None:
+            requests = [filters]
+        else:
+            requests = [dict(filters, shards=names[i:i + SHARDS_PER_REQUEST])
+                        for i in range(0, len(names), SHARDS_PER_REQUEST)]
+        found: set[str] = set()
+        for request in requests:
+            marker = None
+            while True:
+                page, more = self._call(
+                    'list', 'page', retry=Retry.NEVER, manager='node_pages',
+                    marker=marker, limit=None, **request)
+                found.update(n.uuid for n in page)
+                if not page or not more:
+                    break
+                marker = page[-1].uuid
+        return found
 
     def require_shards(self, why: str) -> None:
         """Fail closed when Ironic cannot filter or count by shard.

@@ -13,6 +13,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import email.utils
 import threading
 from typing import Any
 
@@ -29,6 +32,32 @@ class Filters:
         shown = ['%s=%s' % (k, ','.join(v) if isinstance(v, list) else v)
                  for k, v in sorted(self._filters.items()) if k != 'fields']
         return ', '.join(shown) or 'every node'
+
+
+def answer_clock(response: Any) -> datetime.datetime | None:
+    """The time in an HTTP answer's ``Date`` header (UTC), if any."""
+    headers = getattr(response, 'headers', None) or {}
+    value = headers.get('Date')
+    if not value:
+        return None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return when
+
+
+@dataclasses.dataclass(frozen=True)
+class Changed:
+    """A page of the change feed (``Ironic.changed_nodes``)."""
+
+    nodes: list[Any]
+    #: Whether a next page may hold more (the page was full).
+    more: bool
+    #: Ironic's clock when it answered, if it said.
+    clock: datetime.datetime | None
 
 
 class NodePages:
@@ -57,6 +86,7 @@ class NodePages:
         response, body = self._http.json_request(method, url, **kwargs)
         self._local.more = not (isinstance(body, dict) and
                                 not body.get('next'))
+        self._local.clock = answer_clock(response)
         return response, body
 
     def page(self, **kwargs: Any) -> tuple[list[Any], bool]:
@@ -65,5 +95,10 @@ class NodePages:
         "More" unless the answer proved otherwise.
         """
         self._local.more = True
+        self._local.clock = None
         found = self._nodes.list(**kwargs)
         return found, self._local.more
+
+    def clock(self) -> datetime.datetime | None:
+        """Ironic's clock (its ``Date``) at this thread's last page."""
+        return getattr(self._local, 'clock', None)

@@ -42,9 +42,10 @@ and orphans are.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 import dataclasses
 import threading
+from typing import Protocol
 
 from oslo_log import log as logging
 
@@ -75,11 +76,24 @@ class Listed:
                 if n.instance_uuid is not None}
 
 
+class Lister(Protocol):
+    """What lists nodes: :class:`ironic.Ironic`, or the delta listing."""
+
+    def list_nodes(self, scope: partition.Scope,
+                   shards: Sequence[str] | None = None,
+                   sharded: bool | None = None,
+                   with_shard: bool = False,
+                   with_group: bool = False) -> list[nodeinfo.NodeInfo]: ...
+
+
 class ShardListing:
     """The shard-mode listing of one host, with what it remembers."""
 
-    def __init__(self, client: ironic.Ironic) -> None:
+    def __init__(self, client: ironic.Ironic,
+                 lister: Lister | None = None) -> None:
         self._ironic = client
+        #: The listings (kept and brought up to date with listing = delta).
+        self._lister: Lister = lister if lister is not None else client
         #: This host's instances known to have no node, while the share
         #: that was searched stays the same.
         self._nodeless: set[str] = set()
@@ -136,13 +150,13 @@ class ShardListing:
         if previous is None:
             LOG.info('Listing every node in scope once (%s) to find where '
                      'this host\'s instances are', scope.describe())
-            return Listed({n.uuid: n for n in self._ironic.list_nodes(
+            return Listed({n.uuid: n for n in self._lister.list_nodes(
                 scope, with_shard=True)}, whole=True)
         listed = Listed({}, whole=False)
         if shards:
-            listed.add(self._ironic.list_nodes(scope, shards=list(shards)))
+            listed.add(self._lister.list_nodes(scope, shards=list(shards)))
         if unsharded:
-            listed.add(self._ironic.list_nodes(scope, sharded=False))
+            listed.add(self._lister.list_nodes(scope, sharded=False))
         gone = [n for u, n in previous.items()
                 if n.instance_uuid is not None and u not in listed.nodes]
         if len(gone) <= FETCH_LIMIT:
@@ -152,7 +166,7 @@ class ShardListing:
                 except ironic.NodeNotFound:
                     pass
         else:
-            listed.add(self._ironic.list_nodes(
+            listed.add(self._lister.list_nodes(
                 scope, shards=sorted({n.shard for n in gone
                                       if n.shard is not None})))
         return listed
@@ -184,7 +198,7 @@ class ShardListing:
             LOG.info('%(n)d of this host\'s instances are on nodes outside '
                      'its shards; listing every node in scope',
                      {'n': len(missing)})
-            listed.add(self._ironic.list_nodes(scope, with_shard=True))
+            listed.add(self._lister.list_nodes(scope, with_shard=True))
             listed.whole = True
             self._nodeless |= (set(missing) & set(mine)) - listed.instances()
             return

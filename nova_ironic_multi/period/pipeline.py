@@ -55,6 +55,7 @@ from nova_ironic_multi.ironic import nodeinfo
 from nova_ironic_multi import loader
 from nova_ironic_multi import membership
 from nova_ironic_multi import metrics
+from nova_ironic_multi.period import delta
 from nova_ironic_multi.period import in_force
 from nova_ironic_multi.period import listing
 from nova_ironic_multi.period import orphans
@@ -111,7 +112,10 @@ class Pipeline:
         self._in_force = settings
         self._rings = rings.RingCache()
         self._orphans = orphans.Orphans()
-        self.lister = listing.ShardListing(client)
+        self._conf = conf
+        #: The listings, kept between periods with listing = delta.
+        self.delta = delta.DeltaListing(client)
+        self.lister = listing.ShardListing(client, self.delta)
         self._takeover = takeover.Takeover(conf)
         self._recovery = recoveries
         #: This host's instances as of the last period (None: none yet).
@@ -160,6 +164,7 @@ class Pipeline:
         started = time.monotonic()
         shards: snapshot.Shards | None = None
         try:
+            self.delta.begin(self._conf)
             if part.by_shard:
                 self._ironic.require_shards('[ironic_multi] divide = shards')
                 # The peers first: they decide which shards to list.
@@ -172,7 +177,7 @@ class Pipeline:
                 # Its memory is of no use to the next shard period, which
                 # lists the whole scope; nor is it kept growing here.
                 self.lister.forget()
-                nodes = self._ironic.list_nodes(part.scope)
+                nodes = self.delta.list_nodes(part.scope)
         except ironic.VersionNotSupported as e:
             LOG.error('Cannot enforce the partition (%(scope)s): %(error)s',
                       {'scope': part.scope.describe(), 'error': e})

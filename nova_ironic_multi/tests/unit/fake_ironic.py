@@ -23,13 +23,16 @@ import collections
 from collections.abc import Iterator, Sequence
 import contextlib
 import dataclasses
+import datetime
 from typing import Any
 import uuid as uuidlib
 
 from nova_ironic_multi.division import partition
 from nova_ironic_multi import ironic
 from nova_ironic_multi.ironic import nodeinfo
+from nova_ironic_multi.ironic import pages
 from nova_ironic_multi.ironic import states
+from nova_ironic_multi.tests.fixtures import change_feed
 
 #: Ironic 39's provision state machine, as this fake's own table (written
 #: from ``ironic/common/state_machine.py``, never imported): for each state,
@@ -146,6 +149,16 @@ class FakeIronic:
         self.cleaning = False
         #: How deep the caller is in :meth:`fail_fast` blocks.
         self.fast = 0
+        #: The change feed (``listing = delta``): Ironic's clock, moved by
+        #: ``tick`` at each page of it; each node's ``updated_at``, bumped
+        #: when a page or probe finds its fields changed since the last
+        #: look (writes that Ironic does not mark: see ``unmarked``).
+        self.now = datetime.datetime(2026, 1, 1,
+                                     tzinfo=datetime.UTC)
+        self.tick = datetime.timedelta(seconds=1)
+        self.nulls_first = False
+        self._seen: dict[str, tuple[Any, datetime.datetime | None]] = {}
+        self._ids: dict[str, int] = {}
 
     # Set-up -----------------------------------------------------------
 
@@ -166,7 +179,38 @@ class FakeIronic:
         }
         node.update(fields)
         self.nodes[node_uuid] = node
+        self._ids[node_uuid] = len(self._ids) + 1
+        self._seen[node_uuid] = (self._fingerprint(node), None)
         return node_uuid
+
+    @staticmethod
+    def _fingerprint(node: dict[str, Any]) -> Any:
+        return repr(sorted((k, v) for k, v in node.items()
+                           if not k.startswith('_')))
+
+    def unmarked(self, node_uuid: str, **fields: Any) -> None:
+        """A write Ironic does not mark (traits straight into its DB)."""
+        node = self.nodes[node_uuid]
+        node.update(fields)
+        self._seen[node_uuid] = (self._fingerprint(node),
+                                 self._seen[node_uuid][1])
+
+    def touch(self) -> None:
+        """Every node changed now (as a fleet in service has been)."""
+        for u in self.nodes:
+            self._seen[u] = (self._fingerprint(self.nodes[u]), self.now)
+
+    def _rows(self) -> list[change_feed.Row]:
+        rows = []
+        for u, node in self.nodes.items():
+            self._advance(node)
+            mark, at = self._seen.get(u, (None, None))
+            now = self._fingerprint(node)
+            if now != mark:
+                at = self.now
+                self._seen[u] = (now, at)
+            rows.append(change_feed.Row(u, self._ids.get(u, 0), at))
+        return rows
 
     def fail(self, method: str, exc: Exception, times: int = 1) -> None:
         self.failures[method].extend([exc] * times)
@@ -271,6 +315,35 @@ class FakeIronic:
             if self.ignore_filters or wanted:
                 found.append(self._info(node))
         return found
+
+    def changed_nodes(self, limit: int,
+                      marker: str | None = None) -> pages.Changed:
+        self._record('changed_nodes', limit, marker)
+        self.now += self.tick
+        rows, more = change_feed.page(self._rows(), limit, marker,
+                                      self.nulls_first)
+        return pages.Changed(
+            [dataclasses.replace(self._info(self.nodes[r.uuid]),
+                                 conductor_group=self.nodes[r.uuid][
+                                     'conductor_group'],
+                                 shard=self.nodes[r.uuid]['shard'])
+             for r in rows], more, self.now)
+
+    def updated_at(self, node_uuid: str) -> datetime.datetime | None:
+        self._record('updated_at', node_uuid)
+        self._get(node_uuid)
+        return next(r.updated_at for r in self._rows() if r.uuid == node_uuid)
+
+    def node_uuids(self, scope: partition.Scope,
+                   shards: Sequence[str] | None = None,
+                   sharded: bool | None = None) -> set[str]:
+        self._record('node_uuids', scope, shards, sharded)
+        if scope.shard is not None:
+            shards = [scope.shard]
+        return {u for u, n in self.nodes.items()
+                if scope.contains(n['conductor_group'], n['shard']) and
+                (shards is None or n['shard'] in shards) and
+                (sharded is None or (n['shard'] is not None) == sharded)}
 
     def listings(self) -> list[tuple[Any, ...]]:
         """The shard-mode listings: ``(shards, sharded)`` of each."""
