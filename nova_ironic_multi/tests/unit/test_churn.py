@@ -68,6 +68,7 @@ import collections
 from collections.abc import Iterator
 import contextlib
 import dataclasses
+import datetime
 import logging
 import types
 from typing import Any
@@ -86,12 +87,16 @@ from nova_ironic_multi.actions import followups
 from nova_ironic_multi import conf as nim_conf
 from nova_ironic_multi.division import ownership
 from nova_ironic_multi import ironic
+from nova_ironic_multi.hosts import recovery
 from nova_ironic_multi.ironic import nodeinfo
+from nova_ironic_multi.ironic import pages
 from nova_ironic_multi.ironic import states
 from nova_ironic_multi.membership import marker
 from nova_ironic_multi.membership import servicegroup
 from nova_ironic_multi.membership import toozgroup
 from nova_ironic_multi.period import inventory
+from nova_ironic_multi.period import pipeline
+from nova_ironic_multi.tests.fixtures import change_feed
 from nova_ironic_multi.tests.fixtures import fake_tooz
 from nova_ironic_multi.tests import profiles
 
@@ -114,6 +119,8 @@ TOOZ_TIMEOUT = 2
 DIVIDES = ('nodes', 'shards')
 #: Shard names nodes may carry (None: no shard).
 SHARD_NAMES = ('s1', 's2', 's3', 's4')
+#: ``[ironic_multi] listing``.
+LISTINGS = ('full', 'delta')
 #: A settled view must be reached within this many rounds of refreshes.
 MAX_ROUNDS = 4
 #: Per machine, how often each rule ran (and each settled view was checked).
@@ -139,12 +146,34 @@ class Service:
         return str(uuid.uuid5(SERVICE_NS, self.host))
 
 
+#: The node fields whose change Ironic marks with ``updated_at``.
+MARKED = ('group', 'instance', 'maintenance', 'shard')
+#: ``[ironic_multi] delta_overlap``, in seconds, and the largest skew drawn
+#: for the clock of any Ironic process (two differ by twice as much).
+OVERLAP = 60
+#: Seconds per tick (nova's period) in Ironic's clocks.
+TICK = 60.0
+EPOCH = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+
+
 @dataclasses.dataclass
 class Node:
     group: str
     instance: str | None = None
     maintenance: bool = False
     shard: str | None = None
+    #: Ironic's database id, and ``updated_at`` (None until a change).
+    id: int = 0
+    updated_at: datetime.datetime | None = None
+    #: Whose clock stamps the changes (set last: enrolling is no change).
+    fleet: Fleet | None = dataclasses.field(default=None, repr=False,
+                                            compare=False)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        fleet = getattr(self, 'fleet', None)
+        if name in MARKED and fleet is not None:
+            object.__setattr__(self, 'updated_at', fleet.written())
 
 
 @dataclasses.dataclass
@@ -170,6 +199,12 @@ class Host:
     divide: str = 'nodes'
     #: The step of its last refresh (-1: none since it started).
     refreshed_at: int = -1
+    #: listing = delta: the same period with listing = full, run right
+    #: after this host's own on the same world, and its last snapshot.
+    twin: pipeline.Pipeline | None = None
+    twin_snapshot: Any = None
+    #: How many of its periods read the change feed so far.
+    fed: int = 0
 
     @property
     def owned(self) -> frozenset[str]:
@@ -193,6 +228,26 @@ class Fleet:
         self.marked: set[str] = set()
         self._infos: dict[tuple[str, str, str | None, bool, str | None],
                           nodeinfo.NodeInfo] = {}
+        #: The change feed: the offsets of the clocks of Ironic's
+        #: processes (API workers, conductors), in seconds; where nodes
+        #: never changed sort (PostgreSQL: first).
+        self.skews: tuple[float, ...] = (0.0,)
+        self.nulls_first = False
+
+    # Ironic's clocks --------------------------------------------------------
+
+    def _clock(self, which: int) -> datetime.datetime:
+        skew = self.skews[which % len(self.skews)]
+        return EPOCH + datetime.timedelta(
+            seconds=self.now * TICK + self.step * 0.001 + skew)
+
+    def written(self) -> datetime.datetime:
+        """The ``updated_at`` a change gets (one process's clock)."""
+        return self._clock(self.step)
+
+    def answered(self) -> datetime.datetime:
+        """The ``Date`` of an answer (another process's clock)."""
+        return self._clock(self.step + 1)
 
     # Ironic (the driver's client) -----------------------------------------
 
@@ -224,6 +279,26 @@ class Fleet:
                 if scope.contains(n.group, n.shard) and
                 (shards is None or n.shard in shards) and
                 (sharded is None or (n.shard is not None) == sharded)]
+
+    def _rows(self) -> list[change_feed.Row]:
+        return [change_feed.Row(u, n.id, n.updated_at)
+                for u, n in self.nodes.items()]
+
+    def changed_nodes(self, limit: int,
+                      marker: str | None = None) -> pages.Changed:
+        rows, more = change_feed.page(self._rows(), limit, marker,
+                                      self.nulls_first)
+        return pages.Changed([self.info(r.uuid) for r in rows], more,
+                             self.answered())
+
+    def updated_at(self, node_uuid: str) -> datetime.datetime | None:
+        if node_uuid not in self.nodes:
+            raise ironic.NodeNotFound('node %s not found' % node_uuid)
+        return self.nodes[node_uuid].updated_at
+
+    def node_uuids(self, scope: Any, shards: list[str] | None = None,
+                   sharded: bool | None = None) -> set[str]:
+        return {n.uuid for n in self.list_nodes(scope, shards, sharded)}
 
     def shards(self, **kwargs: Any) -> dict[str, int]:
         # GET /v1/shards counts every node, whatever its conductor group.
@@ -383,6 +458,8 @@ class Churn(stateful.RuleBasedStateMachine):
         #: have not had their SIGHUP yet.
         self.divide = 'nodes'
         self.pending: set[str] = set()
+        self.listing = 'full'
+        self.resync = 1000
         self.node_count = 0
         self.instance_count = 0
         self._group_of: dict[str, str | None] = {}
@@ -423,6 +500,14 @@ class Churn(stateful.RuleBasedStateMachine):
         conf.set_override('membership_driver', self.membership,
                           group='ironic_multi')
         conf.set_override('divide', host.divide, group='ironic_multi')
+        conf.set_override('listing', self.listing, group='ironic_multi')
+        # Deleted and never-changed nodes are caught at each period's UUID
+        # check, so every period must divide as a full listing does
+        # (test_delta.py shows what a longer check interval misses).
+        conf.set_override('delta_check_periods', 1, group='ironic_multi')
+        conf.set_override('delta_resync_periods', self.resync,
+                          group='ironic_multi')
+        conf.set_override('delta_overlap', OVERLAP, group='ironic_multi')
         if self.membership == 'tooz':
             conf.set_override('tooz_backend_url', 'redis://127.0.0.1:6379',
                               group='ironic_multi')
@@ -454,6 +539,14 @@ class Churn(stateful.RuleBasedStateMachine):
                     divide=self.divide)
         self.pending.discard(name)
         self._configure(host)
+        if self.listing == 'delta':
+            # Its own options, but the host's partition and membership.
+            full = cfg.ConfigOpts()
+            nim_conf.register_opts(full)
+            full.set_override('state_file', '', group='ironic_multi')
+            host.twin = pipeline.Pipeline(full, self.fleet,  # type: ignore
+                                          inv.in_force,
+                                          recovery.Recovery(self.fleet))  # type: ignore
         self.hosts[name] = host
         self.fleet.services[name].updated_at = self.fleet.now
         self.coordinators[name] = self.tooz.coordinator(
@@ -492,6 +585,8 @@ class Churn(stateful.RuleBasedStateMachine):
         self.not_ready.pop(name, None)
         host.refreshed_at = self.fleet.step
         owned = host.owned
+        if host.twin is not None:
+            self._compare_with_full(host)
         for node in owned:
             # Created, or taken over from another host (a rebalance: the
             # resource tracker moves the row to the host reporting it).
@@ -513,6 +608,30 @@ class Churn(stateful.RuleBasedStateMachine):
         return (before != owned or rows != self.fleet.compute_nodes or
                 members != host.inventory.cached().members)
 
+    def _compare_with_full(self, host: Host) -> None:
+        """The same period listed in full divides exactly the same."""
+        assert host.twin is not None
+        try:
+            computed = host.twin.compute(host.twin_snapshot)
+        except pipeline.NotReady as e:
+            raise AssertionError('%s: ready with listing = delta, not with '
+                                 'full: %s' % (host.name, e)) from e
+        host.twin_snapshot = computed.snapshot
+
+        ours = host.inventory.cached().nodes
+        assert set(ours) == set(computed.snapshot.nodes), (
+            '%s manages %s with listing = delta, %s listed in full' % (
+                host.name, sorted(ours), sorted(computed.snapshot.nodes)))
+        assert {u: n.instance_uuid for u, n in ours.items()} == {
+            u: n.instance_uuid for u, n in computed.snapshot.nodes.items()}
+        assert {u: n.maintenance for u, n in ours.items()} == {
+            u: n.maintenance for u, n in computed.snapshot.nodes.items()}
+        RULES[self.RING]['delta periods compared'] += 1
+        stats = host.inventory._pipeline.delta.stats
+        if stats.refreshes > host.fed:
+            RULES[self.RING]['delta periods read from the change feed'] += 1
+        host.fed = stats.refreshes
+
     def _free_nodes(self) -> list[str]:
         return sorted(u for u, n in self.fleet.nodes.items()
                       if n.instance is None)
@@ -528,12 +647,23 @@ class Churn(stateful.RuleBasedStateMachine):
         nodes=st.integers(min_value=0, max_value=14),
         divide=st.sampled_from(DIVIDES),
         labels=st.lists(st.sampled_from(SHARD_NAMES + (None,)),
-                        min_size=14, max_size=14))
+                        min_size=14, max_size=14),
+        listing=st.sampled_from(LISTINGS),
+        feed=st.tuples(st.booleans(),
+                       st.sampled_from((0.0, 5.0, OVERLAP / 2)),
+                       st.sampled_from((2, 5, 1000))))
     def start(self, mode: tuple[bool, str], hosts: list[str],
               groups: list[str], nodes: int, divide: str,
-              labels: list[str | None]) -> None:
+              labels: list[str | None], listing: str,
+              feed: tuple[bool, float, int]) -> None:
         self.partitioned, self.membership = mode
         self.divide = divide
+        # listing = delta: Ironic's clocks skewed by up to half the
+        # overlap each way; never-changed nodes sorted first or last; a
+        # full resync every 2, 5 or 1000 periods.
+        self.listing = listing
+        self.fleet.nulls_first, skew, self.resync = feed
+        self.fleet.skews = (0.0, skew, -skew)
         for name, group in zip(hosts, groups, strict=False):
             self._join(name, group)
         for i in range(nodes):
@@ -695,7 +825,8 @@ class Churn(stateful.RuleBasedStateMachine):
     def _enroll(self, group: str, shard: str | None) -> None:
         self.node_count += 1
         node = str(uuid.uuid5(NODE_NS, str(self.node_count)))
-        self.fleet.nodes[node] = Node(group, shard=shard)
+        self.fleet.nodes[node] = Node(group, shard=shard,
+                                      id=self.node_count, fleet=self.fleet)
 
     @stateful.precondition(lambda self: len(self.fleet.nodes) < 16)
     @stateful.rule(group=st.sampled_from(GROUPS + (UNSERVED,)),
@@ -847,6 +978,8 @@ class Churn(stateful.RuleBasedStateMachine):
         instance.placed_at = fleet.step
         # As Provisioner.reserve tells the inventory (divide = shards).
         host.inventory.followups.put(followups.Reserved(inst))
+        if host.twin is not None:
+            host.twin.lister.reserved(inst)
 
     @stateful.precondition(lambda self: bool(self._bootable()))
     @stateful.rule(data=st.data())
@@ -1124,7 +1257,8 @@ def test_churn(machine: type[Churn]) -> None:
     rules = {name for name, value in vars(Churn).items()
              if getattr(value, stateful.RULE_MARKER, None) is not None}
     rules |= {'remove_shard', 'settled views checked',
-              'settled views checked (shards)'}
+              'settled views checked (shards)', 'delta periods compared',
+              'delta periods read from the change feed'}
     # (A period is not ready when a tooz reading is stale: not a rule.)
     rare = {r: ran[r] for r in rules if ran[r] < max(1, steps // 5000)}
     assert not rare, 'steps rarely or never taken: %s' % rare
