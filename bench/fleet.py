@@ -54,6 +54,7 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
+import datetime
 import math
 import shutil
 import sqlite3
@@ -191,6 +192,160 @@ def fleet_period(mode: str, hosts: list[str], bench: scale.Bench,
                    % (len(hosts), mode, period.cpu, period.requests,
                       period.max_wall, period.start_cpu))
     return period
+
+
+# listing = delta (issue 41) ---------------------------------------------------
+
+#: Nodes changed per period; issue 41's targets against a full listing.
+CHANGES = (0, 20, 500)
+DELTA_TARGETS = {20: 0.1, 500: 1.1}
+#: [ironic_multi] delta_overlap's default.
+OVERLAP_SECONDS = 60
+RESYNC_TARGET = 1.0
+#: The resync row.
+RESYNC = 'resync'
+
+
+def _stamp(when: datetime.datetime) -> str:
+    return when.strftime('%Y-%m-%d %H:%M:%S.%f')
+
+
+def age_nodes(db_path: str, seconds: float) -> None:
+    """Every change ``seconds`` older (set-up only): time passes.
+
+    With NULLs left alone (never changed). At set-up, every node is given a
+    change an hour ago first (a fleet in service).
+    """
+    with sqlite3.connect(db_path) as conn:
+        rows = conn.execute('SELECT id, updated_at FROM nodes').fetchall()
+        now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+        conn.executemany('UPDATE nodes SET updated_at = ? WHERE id = ?', [
+            (_stamp((datetime.datetime.fromisoformat(at) if at else
+                     now - datetime.timedelta(hours=1)) -
+                    datetime.timedelta(seconds=seconds)), i)
+            for i, at in rows])
+
+
+def change_nodes(db_path: str, count: int, round_: int) -> None:
+    """``count`` nodes changed now, as Ironic writes a change: a new
+    ``last_error`` (no field the listing reads) and ``updated_at``.
+    """
+    if not count:
+        return
+    now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+    with sqlite3.connect(db_path) as conn:
+        uuids = [u for (u,) in conn.execute(
+            'SELECT uuid FROM nodes ORDER BY random() LIMIT ?', (count,))]
+        conn.executemany(
+            'UPDATE nodes SET updated_at = ?, last_error = ? WHERE uuid = ?',
+            [(_stamp(now), 'bench round %d' % round_, u) for u in uuids])
+
+
+@dataclasses.dataclass
+class DeltaRow:
+    hosts: int
+    divide: str
+    changes: int | str
+    #: Per host, medians over the fleet's hosts: Ironic CPU and wall.
+    cpu: float
+    wall: float
+    full_cpu: float
+    full_wall: float
+    requests: int
+    same: bool
+
+
+def delta_rows(hosts: list[str], divide: str, bench: scale.Bench,
+               counter: scale.HttpCounter, db_path: str) -> list[DeltaRow]:
+    """Full and delta periods on every host, side by side, per change rate.
+
+    For each rate: the changes are written, every host runs one period
+    with ``listing = full`` (fresh drivers kept warm) and then, on the same
+    Ironic, the delta hosts run theirs; each host's node set must be the
+    same in both.
+    """
+    CONF.set_override('divide', divide, group='ironic_multi')
+    mode = SHARDS if divide == 'shards' else NODES
+    CONF.set_override('listing', 'full', group='ironic_multi')
+    full = {h: make_driver(mode, h) for h in hosts}
+    CONF.set_override('listing', 'delta', group='ironic_multi')
+    CONF.set_override('delta_resync_periods', 10 ** 6, group='ironic_multi')
+    CONF.set_override('delta_check_periods', 10 ** 6, group='ironic_multi')
+    ours = {h: make_driver(mode, h) for h in hosts}
+    rows = []
+    try:
+        for listing, drivers in (('full', full), ('delta', ours)):
+            CONF.set_override('listing', listing, group='ironic_multi')
+            run_period(mode, drivers, bench, counter)    # start-up
+            run_period(mode, drivers, bench, counter)    # warm
+        def pair(changes: int, round_: int) -> tuple[list[HostRun],
+                                                     list[HostRun]]:
+            # Half an overlap passes between periods: a period reads its
+            # own changes and the last period's again (as with
+            # delta_overlap = the period and changes all along).
+            age_nodes(db_path, OVERLAP_SECONDS / 2)
+            change_nodes(db_path, changes, round_)
+            CONF.set_override('listing', 'full', group='ironic_multi')
+            was = run_period(mode, full, bench, counter)
+            CONF.set_override('listing', 'delta', group='ironic_multi')
+            return was, run_period(mode, ours, bench, counter)
+
+        for round_, changes in enumerate(CHANGES + (RESYNC,)):
+            if changes == RESYNC:
+                # The next delta period lists in full (every K periods).
+                CONF.set_override('delta_resync_periods', 1,
+                                  group='ironic_multi')
+                was, got = pair(0, 2 * round_)
+            else:
+                # A steady rate: one untimed pair at it first.
+                pair(changes, 2 * round_)
+                was, got = pair(changes, 2 * round_ + 1)
+            rows.append(DeltaRow(
+                len(hosts), divide, changes,
+                statistics.median(r.server_cpu for r in got),
+                statistics.median(r.wall for r in got),
+                statistics.median(r.server_cpu for r in was),
+                statistics.median(r.wall for r in was),
+                sum(r.requests for r in got),
+                [r.nodes for r in got] == [r.nodes for r in was]))
+            stats = [d._inventory._pipeline.delta.stats
+                     for d in ours.values()]
+            scale.progress('  C=%-3d %-6s %-7s delta Ironic CPU/host %.3fs '
+                           '(full %.3fs); feed reads %d, full listings %s'
+                           % (len(hosts), divide, changes, rows[-1].cpu,
+                              rows[-1].full_cpu,
+                              sum(st.refreshes for st in stats),
+                              [dict(st.resyncs) for st in stats]))
+    finally:
+        CONF.set_override('listing', 'full', group='ironic_multi')
+        for drivers in (full, ours):
+            for host, driver in drivers.items():
+                driver.cleanup_host(host)
+    return rows
+
+
+def delta_table(rows: list[DeltaRow]) -> tuple[str, list[str]]:
+    out, verdicts = [], []
+    for r in rows:
+        ratio = r.cpu / r.full_cpu if r.full_cpu else float('nan')
+        target = (RESYNC_TARGET if r.changes == RESYNC else
+                  DELTA_TARGETS.get(r.changes))  # type: ignore[call-overload]
+        out.append([str(r.hosts), r.divide, str(r.changes),
+                    '%.3f' % r.full_cpu, '%.3f' % r.cpu, '%.3f' % ratio,
+                    '%.3f' % r.full_wall, '%.3f' % r.wall,
+                    '%.3f' % (r.wall / r.full_wall), str(r.requests),
+                    'yes' if r.same else 'NO'])
+        if target is not None:
+            verdicts.append(
+                'C=%d %s, %s changed: delta Ironic CPU per host %.3f x a '
+                'full listing (target <= %.1f x), same division %s: %s' % (
+                    r.hosts, r.divide, r.changes, ratio, target,
+                    'yes' if r.same else 'NO',
+                    _met(r.same and ratio <= target)))
+    return common.table(
+        ['C', 'DIVIDE', 'CHANGED', 'FULL CPU/HOST (s)', 'DELTA CPU/HOST (s)',
+         'x FULL', 'FULL WALL (s)', 'DELTA WALL (s)', 'x FULL',
+         'REQUESTS (FLEET)', 'SAME NODES'], out), verdicts
 
 
 def check_division(periods: dict[str, Period]) -> list[str]:
@@ -390,6 +545,8 @@ def main(argv: list[str]) -> int:
                         help='comma-separated contenders (default all: %s)'
                         % ','.join(MODES))
     parser.add_argument('--keep', action='store_true')
+    parser.add_argument('--no-delta', action='store_true',
+                        help='skip the listing = delta figures (issue 41)')
     args = parser.parse_args(argv)
     sizes = [int(c) for c in args.hosts.split(',')]
     modes = [m for m in MODES if m in args.modes.split(',')]
@@ -400,12 +557,14 @@ def main(argv: list[str]) -> int:
     ironic = None
     nova = None
     periods: list[Period] = []
+    deltas: list[DeltaRow] = []
     try:
         scale.progress('Ironic with %d nodes, %d shards, %d unsharded, in %s'
                        % (args.nodes, args.shards, args.unsharded, workdir))
         started = time.perf_counter()
         ironic = scale.make_ironic(workdir, args.nodes)
         label_nodes(ironic.db_path, args.shards, args.unsharded)
+        age_nodes(ironic.db_path, 0)
         ironic.start()
         ironic.wait_ready()
         scale.progress('  ready in %.1fs' % (time.perf_counter() - started))
@@ -424,6 +583,10 @@ def main(argv: list[str]) -> int:
                 # (or last) on a machine that warms up or gets busier.
                 for mode in modes if i % 2 == 0 else modes[::-1]:
                     periods.append(fleet_period(mode, hosts, bench, counter))
+                if not args.no_delta:
+                    for divide in ('nodes', 'shards'):
+                        deltas.extend(delta_rows(hosts, divide, bench,
+                                                 counter, ironic.db_path))
     finally:
         if nova is not None:
             nova.close()
@@ -433,6 +596,18 @@ def main(argv: list[str]) -> int:
             scale.progress('kept %s' % workdir)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
+    if deltas:
+        text, verdicts = delta_table(deltas)
+        print('listing = delta against listing = full, the same hosts on the '
+              'same Ironic, per host and period (medians over the hosts; '
+              'changes written just before each pair of periods; "resync": '
+              'a period of delta_resync_periods):')
+        print(text)
+        print()
+        print('Targets (issue 41):')
+        for line in verdicts:
+            print('  ' + line)
+        print()
     if modes != list(MODES):
         for p in periods:
             print('C=%d %s: Ironic CPU %.2fs, requests %d, host wall med %.2fs'

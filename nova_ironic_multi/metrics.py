@@ -117,8 +117,9 @@ NODES_LEAKED = Counter(
 LISTING_RESYNCS = Counter(
     _PREFIX + 'listing_resyncs',
     'With listing = delta, periods that listed the nodes in full, by '
-    'reason: start (nothing kept), scheduled (delta_resync_periods), '
-    'anomaly (the change feed could not be trusted).', ['reason'],
+    'reason: start (nothing kept), scheduled (delta_resync_periods), busy '
+    '(so many changes that a full listing costs Ironic less), anomaly (the '
+    'change feed could not be trusted).', ['reason'],
     registry=REGISTRY)
 
 IN_TASK_STATE = Gauge(

@@ -212,7 +212,7 @@ class Ironic(session.Session):
             sort_dir='desc', fields=fields)
         pages_seen = getattr(self._client, 'node_pages', None)
         return pages.Changed([nodeinfo.NodeInfo.from_api(n) for n in found],
-                       bool(more) and len(found) >= limit,
+                       bool(more),
                        pages_seen.clock() if pages_seen is not None else None)
 
     def updated_at(self, node_uuid: str) -> datetime.datetime | None:
@@ -222,8 +222,9 @@ class Ironic(session.Session):
 
         :raises NodeNotFound: the node is gone.
         """
-        node = self._call('get', 'get', node_uuid, retry=Retry.NEVER,
-                          fields=['uuid', 'updated_at'])
+        # A whole read: Ironic 39 refuses updated_at among ``fields`` (400
+        # "Field updated_at is not a valid field"), of one node too.
+        node = self._call('get', 'get', node_uuid, retry=Retry.NEVER)
         return parse_time(getattr(node, 'updated_at', None))
 
     def node_uuids(self, scope: partition.Scope,

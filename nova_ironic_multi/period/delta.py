@@ -64,8 +64,13 @@ from nova_ironic_multi import metrics
 
 LOG = logging.getLogger(__name__)
 
-#: Nodes per page of the change feed.
+#: Nodes per page of the change feed: a twentieth of the nodes the host
+#: keeps, within these bounds (a page costs Ironic as many nodes' work).
 PAGE = 200
+MIN_PAGE = 20
+#: At most this many periods in a row list in full without reading the
+#: feed, once it was too busy to pay.
+MAX_BACKOFF = 8
 #: A node's time may pass the answer's by this much before the clocks
 #: count as disagreeing (on top of ``delta_overlap``).
 SLACK = datetime.timedelta(seconds=2)
@@ -120,6 +125,10 @@ class Untrusted(Exception):
     """The change feed cannot say what changed: list in full instead."""
 
 
+class Busy(Untrusted):
+    """So much changed that a full listing costs Ironic less."""
+
+
 @dataclasses.dataclass
 class Stats:
     """What the delta listing did, for tests, benches and the logs."""
@@ -148,6 +157,10 @@ class DeltaListing:
         self._clock: datetime.datetime | None = None
         self._periods = 0
         self._since_check = 0
+        #: After a feed too busy to pay: periods left to list in full
+        #: without reading it, and the last such wait (doubled each time).
+        self._skip = 0
+        self._backoff = 0
         self.stats = Stats()
 
     @property
@@ -190,18 +203,32 @@ class DeltaListing:
                 self._resync('start', 'nothing kept yet')
                 self._clock = self._now(self._ironic.changed_nodes(1).clock)
                 return
-            if self._periods > opts.delta_resync_periods:
+            if self._periods >= opts.delta_resync_periods:
                 self._resync('scheduled', 'every %d periods ([ironic_multi] '
                              'delta_resync_periods)'
                              % opts.delta_resync_periods)
                 self._clock = self._now(self._ironic.changed_nodes(1).clock)
                 return
+            if self._skip:
+                self._skip -= 1
+                self._resync('busy', 'the change feed was too busy to pay '
+                             'lately; reading it again in %d period(s)'
+                             % (self._skip + 1))
+                self._clock = self._now(self._ironic.changed_nodes(1).clock)
+                return
             try:
                 self._refresh(datetime.timedelta(seconds=opts.delta_overlap))
+            except Busy as e:
+                self._backoff = min(max(1, 2 * self._backoff), MAX_BACKOFF)
+                self._skip = self._backoff
+                self._resync('busy', str(e))
+                self._clock = self._now(self._ironic.changed_nodes(1).clock)
+                return
             except Untrusted as e:
                 self._resync('anomaly', str(e))
                 self._clock = self._now(self._ironic.changed_nodes(1).clock)
                 return
+            self._backoff = 0
             if self._since_check >= opts.delta_check_periods:
                 self._check()
         except ironic.IronicError:
@@ -219,12 +246,13 @@ class DeltaListing:
     def _refresh(self, overlap: datetime.timedelta) -> None:
         assert self._clock is not None
         since = self._clock - overlap
-        page = self._ironic.changed_nodes(PAGE)
+        kept = {u for k in self._kept.values() for u in k.nodes}
+        size = max(min(MIN_PAGE, PAGE), min(PAGE, len(kept) // 20))
+        page = self._ironic.changed_nodes(size)
         clock = self._now(page.clock)
         if clock < since:
             raise Untrusted('Ironic\'s clock went back from %s to %s' %
                             (self._clock.isoformat(), clock.isoformat()))
-        kept = {u for k in self._kept.values() for u in k.nodes}
         changed: dict[str, nodeinfo.NodeInfo] = {}
         first = page.nodes[0].uuid if page.nodes else None
         while True:
@@ -259,11 +287,11 @@ class DeltaListing:
             if at < since:
                 self._apply(changed, whole=False)
                 break
-            if len(changed) >= len(kept):
-                raise Untrusted('%d nodes changed since the last period, '
-                                'as many as this host keeps: a full '
-                                'listing costs Ironic less' % len(changed))
-            page = self._ironic.changed_nodes(PAGE, marker=last)
+            if len(changed) >= len(kept) // 2:
+                raise Busy('%d nodes changed since the last period, half '
+                           'as many as this host keeps or more: a full '
+                           'listing costs Ironic less' % len(changed))
+            page = self._ironic.changed_nodes(size, marker=last)
         self._clock = clock
         self.stats.refreshes += 1
         self.stats.changed += len(changed)

@@ -343,6 +343,16 @@ def shard_labels(node_uuids: list[str]) -> dict[str, str | None]:
     raise AssertionError('unreachable')
 
 
+class DeltaMode:
+    """Mix in before a test case: every host runs ``listing = delta``."""
+
+    flags: Any
+
+    def configure(self) -> None:
+        super().configure()  # type: ignore[misc]
+        self.flags(listing='delta', group='ironic_multi')
+
+
 class ShardMode:
     """Mix in before a test case: every host runs ``divide = shards``.
 

@@ -206,9 +206,11 @@ def test_writes_ironic_does_not_mark_wait_for_the_resync(
     # node a page shows is read as it is now).
     node = list(fake.nodes)[0]
     fake.unmarked(node, traits=['CUSTOM_GPU'])
-    for _ in range(3):
+    # The start listed in full; the next two periods read the feed only.
+    for _ in range(2):
         got = _period(listing, conf, fake)
         assert _view(got)[node] != _view(fake.list_nodes(ALL))[node]
+    # The third since the last full listing lists in full again.
     got = _period(listing, conf, fake)
     assert listing.stats.resyncs == {'start': 1, 'scheduled': 1}
     assert _view(got) == _view(fake.list_nodes(ALL))
@@ -232,7 +234,7 @@ def test_clocks_that_disagree_make_a_full_listing(
     assert _view(got) == _view(fake.list_nodes(ALL))
 
 
-def test_more_changes_than_nodes_kept_make_a_full_listing(
+def test_a_feed_too_busy_to_pay_is_left_alone_for_a_while(
         fake: fake_ironic.FakeIronic) -> None:
     conf = _conf()
     listing = delta.DeltaListing(fake)  # type: ignore[arg-type]
@@ -241,7 +243,20 @@ def test_more_changes_than_nodes_kept_make_a_full_listing(
     for _, n in sorted(fake.nodes.items())[:12]:
         n['power_state'] = 'power on'
     got = _period(listing, conf, fake, shards=['s0'])
-    assert listing.stats.resyncs.get('anomaly') == 1
+    assert listing.stats.resyncs.get('busy') == 1
+    assert _view(got, 'shard') == _view(
+        fake.list_nodes(ALL, shards=['s0']), 'shard')
+    # The next period lists in full without reading the feed; the one
+    # after reads it again (quiet now), and the wait is forgotten.
+    fake.calls.clear()
+    _period(listing, conf, fake, shards=['s0'])
+    assert listing.stats.resyncs.get('busy') == 2
+    assert [n for n in _requests(fake) if n == 'changed_nodes'] == [
+        'changed_nodes']          # (only the clock: limit 1)
+    assert fake.calls_to('changed_nodes') == [(1, None)]
+    refreshes = listing.stats.refreshes
+    got = _period(listing, conf, fake, shards=['s0'])
+    assert listing.stats.refreshes == refreshes + 1
     assert _view(got, 'shard') == _view(
         fake.list_nodes(ALL, shards=['s0']), 'shard')
 
