@@ -194,7 +194,7 @@ def fleet_period(mode: str, hosts: list[str], bench: scale.Bench,
     return period
 
 
-# listing = delta (issue 41) ---------------------------------------------------
+# listing = delta (issue 41) ------------------------------------------------
 
 #: Nodes changed per period; issue 41's targets against a full listing.
 CHANGES = (0, 20, 500)
