@@ -86,8 +86,8 @@ import pytest
 from nova_ironic_multi.actions import followups
 from nova_ironic_multi import conf as nim_conf
 from nova_ironic_multi.division import ownership
-from nova_ironic_multi import ironic
 from nova_ironic_multi.hosts import recovery
+from nova_ironic_multi import ironic
 from nova_ironic_multi.ironic import nodeinfo
 from nova_ironic_multi.ironic import pages
 from nova_ironic_multi.ironic import states
