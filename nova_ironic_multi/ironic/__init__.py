@@ -131,6 +131,12 @@ class Ironic(session.Session):
             managing every node instead would be wrong, so nothing is
             listed.
         """
+        return self._listing(scope, shards, sharded, with_shard, with_group)
+
+    def _listing(self, scope: partition.Scope,
+                 shards: Sequence[str] | None, sharded: bool | None,
+                 with_shard: bool, with_group: bool,
+                 uuids_only: bool = False) -> list[nodeinfo.NodeInfo]:
         by_shard = shards is not None or sharded is not None or with_shard
         if by_shard:
             self.require_shards('Listing nodes by shard')
@@ -141,22 +147,23 @@ class Ironic(session.Session):
                 found.extend(self._list_pages(
                     scope, by_shard, sharded=sharded,
                     shards=names[start:start + SHARDS_PER_REQUEST],
-                    with_group=with_group))
+                    with_group=with_group, uuids_only=uuids_only))
             return found
         return self._list_pages(scope, by_shard, sharded=sharded,
-                                with_group=with_group)
+                                with_group=with_group, uuids_only=uuids_only)
 
     def _list_pages(self, scope: partition.Scope, with_shard: bool,
                     sharded: bool | None = None,
                     shards: list[str] | None = None,
-                    with_group: bool = False
+                    with_group: bool = False,
+                    uuids_only: bool = False
                     ) -> list[nodeinfo.NodeInfo]:
-        fields = nodeinfo.listing_fields(scope)
-        if with_group and 'conductor_group' not in fields:
+        fields = ['uuid'] if uuids_only else nodeinfo.listing_fields(scope)
+        if with_group and not uuids_only and 'conductor_group' not in fields:
             fields.append('conductor_group')
         filters: dict[str, Any] = {'fields': fields}
         if with_shard:
-            if nodeinfo.SHARD_FIELD not in fields:
+            if not uuids_only and nodeinfo.SHARD_FIELD not in fields:
                 fields.append(nodeinfo.SHARD_FIELD)
             if shards is not None:
                 filters['shards'] = shards
@@ -210,10 +217,10 @@ class Ironic(session.Session):
             'list', 'page', retry=Retry.NEVER, manager='node_pages',
             marker=marker, limit=limit, sort_key='updated_at',
             sort_dir='desc', fields=fields)
-        pages_seen = getattr(self._client, 'node_pages', None)
-        return pages.Changed([nodeinfo.NodeInfo.from_api(n) for n in found],
-                       bool(more),
-                       pages_seen.clock() if pages_seen is not None else None)
+        answered = getattr(self._client, 'node_pages', None)
+        return pages.Changed(
+            [nodeinfo.NodeInfo.from_api(n) for n in found], bool(more),
+            answered.clock() if answered is not None else None)
 
     def updated_at(self, node_uuid: str) -> datetime.datetime | None:
         """When Ironic last changed the node (None: never since enrolled).
@@ -232,33 +239,10 @@ class Ironic(session.Session):
                    sharded: bool | None = None) -> set[str]:
         """The UUIDs :meth:`list_nodes` would list, read with only ``uuid``.
 
-        The same filters, page by page; never retried.
+        The same filters and pages; never retried.
         """
-        filters: dict[str, Any] = {'fields': ['uuid']}
-        if scope.conductor_group is not None:
-            filters['conductor_group'] = scope.conductor_group
-        if sharded is not None:
-            filters['sharded'] = sharded
-        # As list_nodes asks: the scope's shard wins over ``shards``.
-        names = ([scope.shard] if scope.shard is not None else
-                 sorted(set(shards)) if shards is not None else None)
-        if names is None:
-            requests = [filters]
-        else:
-            requests = [dict(filters, shards=names[i:i + SHARDS_PER_REQUEST])
-                        for i in range(0, len(names), SHARDS_PER_REQUEST)]
-        found: set[str] = set()
-        for request in requests:
-            marker = None
-            while True:
-                page, more = self._call(
-                    'list', 'page', retry=Retry.NEVER, manager='node_pages',
-                    marker=marker, limit=None, **request)
-                found.update(n.uuid for n in page)
-                if not page or not more:
-                    break
-                marker = page[-1].uuid
-        return found
+        return {n.uuid for n in self._listing(scope, shards, sharded,
+                                              False, False, uuids_only=True)}
 
     def require_shards(self, why: str) -> None:
         """Fail closed when Ironic cannot filter or count by shard.

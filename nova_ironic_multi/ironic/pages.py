@@ -54,7 +54,7 @@ class Changed:
     """A page of the change feed (``Ironic.changed_nodes``)."""
 
     nodes: list[Any]
-    #: Whether a next page may hold more (the page was full).
+    #: Whether Ironic may have more (its answer had a ``next`` link).
     more: bool
     #: Ironic's clock when it answered, if it said.
     clock: datetime.datetime | None

@@ -39,12 +39,15 @@ What the feed cannot see, and what covers it:
   listing read in full again;
 * writes Ironic does not mark (traits written straight into its
   database): a full listing every ``delta_resync_periods`` periods;
-* anything else the feed gets wrong: a full listing when a page never
-  reaches the last period's time before the changes outnumber the kept
-  nodes, when a probed node vanished, when a node's time is ahead of
-  Ironic's answer by more than the overlap (clocks that disagree), when
-  Ironic's clock went back, and after any failed read (nothing half-applied
-  is kept).
+* anything else the feed gets wrong: a full listing when a probed node
+  vanished, when a node's time is ahead of Ironic's answer by more than the
+  overlap (clocks that disagree), when Ironic's clock went back, and after
+  any failed read (nothing half-applied is kept).
+
+And when the changes reach half the nodes the host keeps before the page
+reaches the last period's time, a full listing costs Ironic less: the host
+lists in full, and for the next 1, 2, 4, up to :data:`MAX_BACKOFF` periods
+(doubling while the feed stays that busy) without reading it.
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ MAX_BACKOFF = 8
 #: A node's time may pass the answer's by this much before the clocks
 #: count as disagreeing (on top of ``delta_overlap``).
 SLACK = datetime.timedelta(seconds=2)
-FULL, DELTA = 'full', 'delta'
+DELTA = 'delta'
 
 
 class Query(NamedTuple):
@@ -103,16 +106,20 @@ class Query(NamedTuple):
             return False
         return True
 
-    def project(self, node: nodeinfo.NodeInfo) -> nodeinfo.NodeInfo:
-        """The node as this listing's ``fields`` show it."""
-        fields = set(nodeinfo.listing_fields(self.scope))
+    def fields(self) -> tuple[str, ...]:
+        """The fields this listing asks Ironic for."""
+        fields = nodeinfo.listing_fields(self.scope)
         if self.with_group:
-            fields.add('conductor_group')
+            fields.append('conductor_group')
         if self.by_shard:
-            fields.add(nodeinfo.SHARD_FIELD)
-        return nodeinfo.NodeInfo(**{
-            f: getattr(node, f) for f in nodeinfo.LISTING_FIELDS +
-            ('conductor_group', nodeinfo.SHARD_FIELD) if f in fields})
+            fields.append(nodeinfo.SHARD_FIELD)
+        return tuple(set(fields))
+
+    @staticmethod
+    def project(node: nodeinfo.NodeInfo,
+                fields: tuple[str, ...]) -> nodeinfo.NodeInfo:
+        """The node as a listing of ``fields`` shows it."""
+        return nodeinfo.NodeInfo(**{f: getattr(node, f) for f in fields})
 
 
 @dataclasses.dataclass
@@ -138,9 +145,8 @@ class Stats:
     changed: int = 0
     #: Full listings of every kept listing, by reason.
     resyncs: dict[str, int] = dataclasses.field(default_factory=dict)
-    #: UUID checks run, and listings they found out of date.
+    #: UUID checks run.
     checks: int = 0
-    stale: int = 0
 
 
 class DeltaListing:
@@ -169,6 +175,7 @@ class DeltaListing:
         return len(self._kept)
 
     def _resync(self, reason: str, why: str) -> None:
+        """List in full this period, from Ironic's clock now."""
         if self._kept:
             log = LOG.warning if reason == 'anomaly' else LOG.info
             log('Listing the nodes in full this period (listing = delta): '
@@ -177,6 +184,8 @@ class DeltaListing:
         metrics.LISTING_RESYNCS.labels(reason).inc()
         self._kept.clear()
         self._periods = self._since_check = 0
+        # (One node's worth of a request, for its Date.)
+        self._clock = self._now(self._ironic.changed_nodes(1).clock)
 
     def forget(self) -> None:
         """Drop every kept listing (the next period lists in full)."""
@@ -201,20 +210,17 @@ class DeltaListing:
         try:
             if not self._kept or self._clock is None:
                 self._resync('start', 'nothing kept yet')
-                self._clock = self._now(self._ironic.changed_nodes(1).clock)
                 return
             if self._periods >= opts.delta_resync_periods:
                 self._resync('scheduled', 'every %d periods ([ironic_multi] '
                              'delta_resync_periods)'
                              % opts.delta_resync_periods)
-                self._clock = self._now(self._ironic.changed_nodes(1).clock)
                 return
             if self._skip:
                 self._skip -= 1
                 self._resync('busy', 'the change feed was too busy to pay '
                              'lately; reading it again in %d period(s)'
                              % (self._skip + 1))
-                self._clock = self._now(self._ironic.changed_nodes(1).clock)
                 return
             try:
                 self._refresh(datetime.timedelta(seconds=opts.delta_overlap))
@@ -222,11 +228,9 @@ class DeltaListing:
                 self._backoff = min(max(1, 2 * self._backoff), MAX_BACKOFF)
                 self._skip = self._backoff
                 self._resync('busy', str(e))
-                self._clock = self._now(self._ironic.changed_nodes(1).clock)
                 return
             except Untrusted as e:
                 self._resync('anomaly', str(e))
-                self._clock = self._now(self._ironic.changed_nodes(1).clock)
                 return
             self._backoff = 0
             if self._since_check >= opts.delta_check_periods:
@@ -264,16 +268,15 @@ class DeltaListing:
                 break
             last = page.nodes[-1].uuid
             at = self._probe(last)
+            answered = self._now(page.clock)
             # (Date has whole seconds, and the node may have changed
             # between the page and the probe.)
-            if at is not None and at > self._now(page.clock) + overlap + (
-                    SLACK):
+            if at is not None and at > answered + overlap + SLACK:
                 raise Untrusted(
                     'node %s changed at %s, after Ironic\'s answer at %s '
                     'by more than [ironic_multi] delta_overlap (%d s): '
                     'Ironic\'s clocks disagree' % (
-                        last, at.isoformat(),
-                        self._now(page.clock).isoformat(),
+                        last, at.isoformat(), answered.isoformat(),
                         overlap.total_seconds()))
             if at is None:
                 assert first is not None
@@ -308,13 +311,14 @@ class DeltaListing:
     def _apply(self, changed: dict[str, nodeinfo.NodeInfo],
                whole: bool) -> None:
         for query, kept in self._kept.items():
+            fields = query.fields()
             if whole:
-                kept.nodes = {u: query.project(n) for u, n in changed.items()
-                              if query.matches(n)}
+                kept.nodes = {u: query.project(n, fields)
+                              for u, n in changed.items() if query.matches(n)}
                 continue
             for u, node in changed.items():
                 if query.matches(node):
-                    kept.nodes[u] = query.project(node)
+                    kept.nodes[u] = query.project(node, fields)
                 else:
                     kept.nodes.pop(u, None)
 
@@ -333,7 +337,6 @@ class DeltaListing:
                 # Enrolled and never changed since: read this one in full.
                 del self._kept[query]
             if gone or query not in self._kept:
-                self.stats.stale += 1
                 LOG.info('Nodes deleted or enrolled without a change Ironic '
                          'marks: %(gone)d gone%(new)s',
                          {'gone': len(gone),
@@ -346,14 +349,16 @@ class DeltaListing:
                    with_shard: bool = False,
                    with_group: bool = False) -> list[nodeinfo.NodeInfo]:
         """As :meth:`ironic.Ironic.list_nodes`; kept with ``delta``."""
-        # (Only the filters given, as the callers of Ironic's ask.)
-        asked: dict[str, Any] = {k: v for k, v in (
-            ('shards', shards), ('sharded', sharded),
-            ('with_shard', with_shard), ('with_group', with_group)) if v}
-        if sharded is not None:
-            asked['sharded'] = sharded
+        # (Only the filters given, as Ironic's callers ask.)
+        asked: dict[str, Any] = {}
         if shards is not None:
             asked['shards'] = shards
+        if sharded is not None:
+            asked['sharded'] = sharded
+        if with_shard:
+            asked['with_shard'] = True
+        if with_group:
+            asked['with_group'] = True
         if self._clock is None:
             return self._ironic.list_nodes(scope, **asked)
         query = Query(scope, tuple(sorted(set(shards)))
