@@ -55,7 +55,8 @@ def test_tooz_data_lost_twice_and_a_disabled_host_restarts() -> None:
                     hosts=['host1', 'host4', 'Host2', 'HOST3', 'hOst5'],
                     groups=['rack-a', 'rack-b', 'rack-a', 'rack-a',
                             'rack-a'],
-                    nodes=0, divide='nodes', labels=['s1'] * 14)
+                    nodes=0, divide='nodes', labels=['s1'] * 14,
+                    listing='full', feed=(False, 0.0, 1000))
             steps: list[tuple[str, dict[str, Any]]] = [
                 ('lose_tooz_data', {}),
                 ('leave', {'data': Draws('HOST3')}),
