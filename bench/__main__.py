@@ -18,7 +18,8 @@ import sys
 
 BENCHES = {'rings': 'bench.rings', 'scale': 'bench.scale',
            'churn': 'bench.churn', 'fleet': 'bench.fleet',
-           'shards': 'bench.shards', 'period': 'bench.period'}
+           'shards': 'bench.shards', 'period': 'bench.period',
+           'boots': 'bench.boots'}
 
 
 def main() -> int:

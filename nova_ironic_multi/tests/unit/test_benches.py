@@ -107,6 +107,18 @@ def test_shards_balanced_ring_meets_its_target(
         assert line.endswith(' met'), line
 
 
+def test_boots_every_server_active_in_both_layouts(
+        tmp_path: pathlib.Path) -> None:
+    out = run_bench(tmp_path, 'boots', '--quick')
+    rows = [line.split() for line in out.splitlines()
+            if re.match(r'\s*(this driver, 3 computes|in-tree, 1 compute)'
+                        r'\s+4\s', line)]
+    # Each layout asked both ways; every server ACTIVE (the last column).
+    assert 4 == len([r for r in rows if r[-1] == '0']), out
+    assert 'in-tree time / this time' in out, out
+    assert 'most time in' in out, out
+
+
 def test_unknown_bench_is_refused_with_the_list(
         tmp_path: pathlib.Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(bench_path(tmp_path)))
@@ -114,5 +126,5 @@ def test_unknown_bench_is_refused_with_the_list(
                           cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=60)
     assert 2 == proc.returncode
-    assert ('usage: python -m bench {rings,scale,churn,fleet,shards,period}'
-            in proc.stderr)
+    assert ('usage: python -m bench '
+            '{rings,scale,churn,fleet,shards,period,boots}' in proc.stderr)
